@@ -1,0 +1,1 @@
+"""order_tags: the content-tag storage microservice over Redis."""

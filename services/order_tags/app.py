@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from services.order_tags import handlers
+from services.order_tags.config import OrderTagsSettings
+from services.order_tags.keys import TAG_STORE
+from services.order_tags.storage import TagStore
+from shared.errors import Unauthorized
+from shared.redis import redis_client
+from shared.web import PING_CHECK, Handler, Middleware, create_base_app
+
+SERVICE = "order_tags"
+
+
+def auth_middleware(token: str) -> Middleware:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/v1/"):
+            given = request.headers.get("Authorization", "").encode()
+            # constant time: the token must not leak through response timing
+            if not hmac.compare_digest(given, expected):
+                raise Unauthorized("a valid 'Authorization: Bearer <service token>' is required")
+        return await handler(request)
+
+    return middleware
+
+
+def create_app(settings: OrderTagsSettings) -> web.Application:
+    app = create_base_app(SERVICE, settings)
+    app.middlewares.append(auth_middleware(settings.service_token.get_secret_value()))
+
+    async def tag_store_ctx(app: web.Application) -> AsyncIterator[None]:
+        async with redis_client(settings.redis) as redis:
+            store = TagStore(
+                redis, ttl_s=settings.redis.key_ttl_s, deadline_s=settings.redis.command_deadline_s
+            )
+            app[TAG_STORE] = store
+            app[PING_CHECK] = store.ping
+            yield
+
+    app.cleanup_ctx.append(tag_store_ctx)
+    app.router.add_post("/v1/tags/get", handlers.get_tags)
+    app.router.add_post("/v1/tags/set", handlers.set_tags)
+    app.router.add_post("/v1/tags/bump", handlers.bump_tags)
+    app.router.add_post("/v1/tags/delete", handlers.delete_tags)
+    return app

@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.order_tags.storage import TagStore
+
+TAG_STORE = web.AppKey("tag_store", TagStore)

@@ -1,0 +1,95 @@
+"""Content tags in Redis: one hash per order, `tags:{<service>:<orderid>}` → part → content."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+from redis.exceptions import RedisError
+
+from shared.errors import CacheUnavailable
+from shared.redis import RedisClient
+from shared.wire import OrderKey
+
+T = TypeVar("T")
+
+
+def tags_key(service: str, orderid: str) -> str:
+    # the braces make the pair a Redis Cluster hash tag: one order, one slot; orders spread
+    return f"tags:{{{service}:{orderid}}}"
+
+
+def new_content_tag() -> str:
+    """Unique without coordination: milliseconds, then 48 random bits, URL-safe."""
+    millis = int(time.time() * 1000)
+    return f"b{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
+
+
+class TagStore:
+    def __init__(self, redis: RedisClient, *, ttl_s: int, deadline_s: float) -> None:
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self.deadline_s = deadline_s
+
+    async def _run(self, operation: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                return await operation()
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise CacheUnavailable(f"Redis did not answer: {exc!r}") from exc
+
+    async def get_many(self, orders: Sequence[OrderKey]) -> list[dict[str, str] | None]:
+        """All orders' tags in one pipeline: one round trip for the whole batch."""
+
+        async def operation() -> list[dict[str, str] | None]:
+            pipe = self.redis.pipeline(transaction=False)
+            for order in orders:
+                pipe.hgetall(tags_key(order.service, order.orderid))
+            results: list[dict[str, str]] = await pipe.execute()
+            return [tags or None for tags in results]
+
+        return await self._run(operation)
+
+    async def set(
+        self, service: str, orderid: str, tags: Mapping[str, str], *, only_if_absent: bool
+    ) -> dict[str, str]:
+        """Write just these parts and refresh the TTL, atomically; return what is stored now."""
+        key = tags_key(service, orderid)
+
+        async def operation() -> dict[str, str]:
+            pipe = self.redis.pipeline(transaction=True)
+            if only_if_absent:
+                for part, content in tags.items():
+                    pipe.hsetnx(key, part, content)
+            else:
+                pipe.hset(key, mapping=dict(tags))
+            pipe.expire(key, self.ttl_s)
+            pipe.hgetall(key)
+            results = await pipe.execute()
+            stored: dict[str, str] = results[-1]
+            return stored
+
+        return await self._run(operation)
+
+    async def bump(self, service: str, orderid: str, parts: Sequence[str]) -> dict[str, str]:
+        """New unique content tags for these parts; returns them."""
+        new_tags = {part: new_content_tag() for part in parts}
+        await self.set(service, orderid, new_tags, only_if_absent=False)
+        return new_tags
+
+    async def delete(self, service: str, orderid: str) -> bool:
+        async def operation() -> bool:
+            return bool(await self.redis.delete(tags_key(service, orderid)))
+
+        return await self._run(operation)
+
+    async def ping(self) -> bool:
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                return bool(await self.redis.ping())
+        except (RedisError, OSError, TimeoutError):
+            return False

@@ -1,0 +1,140 @@
+"""`mlutp`: the project's console script. `mlutp run` starts the whole stack on one machine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aiohttp
+
+from shared.config import DEFAULT_PORTS
+from shared.embedded_redis import EmbeddedRedis
+
+DEV_SERVICE_TOKEN = "dev-token"
+
+
+@dataclass(frozen=True)
+class StackService:
+    name: str
+    module: str
+    port_env: str
+
+    @property
+    def port(self) -> int:
+        return int(os.environ.get(self.port_env, DEFAULT_PORTS[self.name]))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+# in start order: each one's dependencies come before it
+STACK = (
+    StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT"),
+)
+
+
+async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s: float) -> None:
+    """Until `/ping` answers 200; fails at once if the process dies first."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as session:
+        while True:
+            if process.returncode is not None:
+                raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(f"{url}/ping") as response:
+                    if response.status == 200:
+                        return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url}/ping did not answer within {timeout_s} s")
+            # nothing to await but the port itself: poll it
+            await asyncio.sleep(0.05)
+
+
+async def run_stack(services: Sequence[StackService], ready_timeout_s: float) -> int:
+    env = dict(os.environ)
+    env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
+    redis: EmbeddedRedis | None = None
+    if not env.get("REDIS_URL") and not env.get("REDIS_CLUSTER_NODES"):
+        redis = EmbeddedRedis()
+        redis.start()
+        env["REDIS_URL"] = redis.url
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
+    status = 0
+    try:
+        for service in services:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", service.module, env=env
+            )
+            processes.append((service, process))
+            ping = asyncio.ensure_future(wait_for_ping(service.url, process, ready_timeout_s))
+            stopped = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({ping, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped in done:
+                ping.cancel()
+                return 0
+            stopped.cancel()
+            ping.result()
+
+        print("mlutp stack is up:", flush=True)
+        if redis is not None:
+            print(f"  redis        {redis.url} (embedded)", flush=True)
+        else:
+            print(f"  redis        {env.get('REDIS_URL') or env.get('REDIS_CLUSTER_NODES')}")
+        for service, _ in processes:
+            print(f"  {service.name:<12} {service.url}", flush=True)
+        print("Ctrl-C or SIGTERM stops everything.", flush=True)
+
+        exits = [asyncio.ensure_future(p.wait()) for _, p in processes]
+        stopped = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({stopped, *exits}, return_when=asyncio.FIRST_COMPLETED)
+        if stopped not in done:
+            dead = [s.name for s, p in processes if p.returncode is not None]
+            print(f"mlutp: {', '.join(dead)} exited; stopping the stack", file=sys.stderr)
+            status = 1
+        stopped.cancel()
+    except RuntimeError as exc:
+        print(f"mlutp: {exc}", file=sys.stderr)
+        status = 1
+    finally:
+        # reverse order: front services finish their in-flight requests while backends still run
+        for _, process in reversed(processes):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(process.wait(), 15)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+        if redis is not None:
+            redis.close()
+        print("mlutp stack stopped.", flush=True)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mlutp", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="start Redis and every service; stop on Ctrl-C")
+    run.add_argument("--ready-timeout", type=float, default=30.0, help="seconds to wait for /ping")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return asyncio.run(run_stack(STACK, args.ready_timeout))
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""Settings bases shared by every service. Each service subclasses these with its env prefix."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_PORTS = {
+    "launch": 8101,
+    "orders_state": 8102,
+    "order_tags": 8103,
+    "emulator": 8110,
+}
+
+DEFAULT_EMULATOR_URL = f"http://127.0.0.1:{DEFAULT_PORTS['emulator']}"
+DEFAULT_ORDER_TAGS_URL = f"http://127.0.0.1:{DEFAULT_PORTS['order_tags']}"
+
+
+class ServiceSettings(BaseSettings):
+    """What every HTTP service has: where it listens, its body limit, logs and shutdown."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int
+    max_body_bytes: int = Field(64 * 1024, gt=0)
+    log_level: str = Field("INFO", validation_alias=AliasChoices("LOG_LEVEL", "log_level"))
+    log_json: bool = Field(True, validation_alias=AliasChoices("LOG_JSON", "log_json"))
+    # in-flight requests get this long to finish after SIGTERM
+    shutdown_timeout_s: float = Field(10.0, ge=0)
+
+
+class RedisSettings(BaseSettings):
+    """How to reach Redis. No URL and no cluster nodes means: start an embedded redis-server."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="REDIS_", extra="ignore", populate_by_name=True, frozen=True
+    )
+
+    url: str | None = None
+    # "host:port,host:port": Redis Cluster startup nodes
+    cluster_nodes: str | None = None
+    socket_timeout_s: float = Field(0.2, gt=0)
+    connect_timeout_s: float = Field(0.2, gt=0)
+    # a hard deadline per call: a blackholed Redis must not hang a request
+    command_deadline_s: float = Field(0.1, gt=0)
+    key_ttl_s: int = Field(24 * 3600, gt=0)

@@ -1,0 +1,52 @@
+"""Domain errors. The error middleware maps each to `{"code", "message"}` and its status."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class BadRequest(DomainError):
+    status = 400
+    code = "bad_request"
+
+
+class Unauthorized(DomainError):
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class PayloadTooLarge(DomainError):
+    status = 413
+    code = "payload_too_large"
+
+
+class ServiceUnavailable(DomainError):
+    status = 503
+    code = "service_unavailable"
+
+
+class CacheUnavailable(ServiceUnavailable):
+    """Redis (the tag cache) did not answer within its deadline."""
+
+    code = "cache_unavailable"
+
+
+class TagCacheUnavailable(Exception):
+    """The order_tags service is unreachable, slow, failing, or its circuit is open.
+
+    Raised by `OrderTagsClient`; callers degrade instead of failing.
+    """

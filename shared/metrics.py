@@ -1,0 +1,33 @@
+"""Prometheus metrics: one registry per app, so apps in one process never collide."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class HttpMetrics:
+    """Request count and latency per route and status, served on `GET /metrics`."""
+
+    def __init__(self, service: str) -> None:
+        self.registry = CollectorRegistry()
+        self.service = service
+        self.requests = Counter(
+            "http_requests",
+            "HTTP requests served, by route and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "http_request_duration_seconds",
+            "HTTP request latency, by route and status",
+            ["route", "method", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        labels = (route, method, str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)

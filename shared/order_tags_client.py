@@ -1,0 +1,99 @@
+"""The typed client of the order_tags service, used by the BFF and the emulator's features."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Self, TypeVar
+
+import aiohttp
+import msgspec
+
+from shared import wire
+from shared.errors import TagCacheUnavailable
+from shared.http import RetryPolicy, UpstreamClient
+
+T = TypeVar("T")
+
+
+class OrderTagsClient(UpstreamClient):
+    """Every failure (refused, slow, 5xx, garbage) surfaces as one `TagCacheUnavailable`,
+    because callers treat them all the same way: degrade."""
+
+    _get_decoder = msgspec.json.Decoder(wire.TagsGetResponse)
+    _write_decoder = msgspec.json.Decoder(wire.TagsWriteResponse)
+    _delete_decoder = msgspec.json.Decoder(wire.TagsDeleteResponse)
+
+    @classmethod
+    async def create(
+        cls,
+        base_url: str,
+        token: str,
+        *,
+        deadline_s: float = 0.05,
+        retry: RetryPolicy | None = None,
+        connection_limit: int = 200,
+    ) -> Self:
+        return cls(
+            base_url,
+            attempt_timeout_s=deadline_s,
+            deadline_s=deadline_s,
+            # only a refused connection is retried: a slow cache has already used the deadline
+            retry=retry or RetryPolicy(attempts=2, retry_on_5xx=False, retry_on_timeout=False),
+            connection_limit=connection_limit,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    async def _call(
+        self, path: str, request: msgspec.Struct, decoder: msgspec.json.Decoder[T],
+        deadline_s: float | None,
+    ) -> T:
+        try:
+            response = await self.post(path, wire.encode(request), deadline_s=deadline_s)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise TagCacheUnavailable(f"order_tags {path}: {exc!r}") from exc
+        if response.status != 200:
+            raise TagCacheUnavailable(
+                f"order_tags {path}: HTTP {response.status} {response.body[:200]!r}"
+            )
+        try:
+            return decoder.decode(response.body)
+        except msgspec.DecodeError as exc:
+            raise TagCacheUnavailable(f"order_tags {path}: bad response: {exc}") from exc
+
+    async def get(
+        self, orders: Sequence[wire.OrderKey], *, deadline_s: float | None = None
+    ) -> dict[wire.OrderKey, dict[str, str] | None]:
+        """Content tags of many orders in one call; `None` for an order with none stored."""
+        if not orders:
+            return {}
+        result = await self._call(
+            "/v1/tags/get", wire.TagsGetRequest(orders=list(orders)), self._get_decoder, deadline_s
+        )
+        return {wire.OrderKey(o.service, o.orderid): o.tags for o in result.orders}
+
+    async def set(
+        self,
+        service: str,
+        orderid: str,
+        tags: dict[str, str],
+        *,
+        only_if_absent: bool = False,
+        deadline_s: float | None = None,
+    ) -> dict[str, str]:
+        request = wire.TagsSetRequest(service, orderid, tags, only_if_absent)
+        result = await self._call("/v1/tags/set", request, self._write_decoder, deadline_s)
+        return result.tags
+
+    async def bump(
+        self, service: str, orderid: str, parts: Sequence[str], *, deadline_s: float | None = None
+    ) -> dict[str, str]:
+        request = wire.TagsBumpRequest(service, orderid, list(parts))
+        result = await self._call("/v1/tags/bump", request, self._write_decoder, deadline_s)
+        return result.tags
+
+    async def delete(
+        self, service: str, orderid: str, *, deadline_s: float | None = None
+    ) -> bool:
+        request = wire.TagsDeleteRequest(service, orderid)
+        result = await self._call("/v1/tags/delete", request, self._delete_decoder, deadline_s)
+        return result.deleted

@@ -1,0 +1,189 @@
+"""aiohttp plumbing every service shares: middlewares, /ping, /metrics, JSON bodies, running."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+import uvloop
+from pydantic import ValidationError
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from shared import wire
+from shared.config import ServiceSettings
+from shared.errors import DomainError, PayloadTooLarge
+from shared.logs import request_id_var, setup_logging
+from shared.metrics import HttpMetrics
+
+T = TypeVar("T")
+S = TypeVar("S", bound=ServiceSettings)
+
+log = logging.getLogger("mlutp.http")
+
+REQUEST_ID_HEADER = "X-Request-Id"
+JSON_CONTENT_TYPE = "application/json"
+
+METRICS = web.AppKey("metrics", HttpMetrics)
+# a check /ping awaits: True when the service can serve
+PING_CHECK = web.AppKey("ping_check", Callable[[], Awaitable[bool]])  # type: ignore[arg-type]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+
+
+def json_response(
+    value: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=wire.encode(value), status=status, content_type=JSON_CONTENT_TYPE, headers=headers
+    )
+
+
+def error_response(status: int, code: str, message: str) -> web.Response:
+    return json_response(wire.Error(code=code, message=message), status=status)
+
+
+async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T:
+    """Read and decode the body; over the size limit is a 413, anything malformed a 400."""
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise PayloadTooLarge(
+            f"request body is over the limit of {request.app._client_max_size} bytes"
+        ) from exc
+    return wire.decode(decoder, body)
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+
+
+@web.middleware
+async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+    token = request_id_var.set(request_id)
+    try:
+        response = await handler(request)
+        response.headers[REQUEST_ID_HEADER] = request_id
+        return response
+    finally:
+        request_id_var.reset(token)
+
+
+def request_id(request: web.Request) -> str:
+    return request_id_var.get() or request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+
+
+@web.middleware
+async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Access log and request metrics, measured around the error mapping."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    finally:
+        elapsed = time.perf_counter() - started
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        request.app[METRICS].observe(route, request.method, status, elapsed)
+        log.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": status,
+                "ms": round(elapsed * 1000, 2),
+            },
+        )
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The one place domain errors and HTTP errors become `{"code", "message"}` bodies."""
+    try:
+        return await handler(request)
+    except DomainError as exc:
+        return error_response(exc.status, exc.code, exc.message)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = _HTTP_CODES.get(exc.status, "http_error")
+        response = error_response(exc.status, code, exc.reason)
+        if exc.status == 405:
+            response.headers["Allow"] = exc.headers.get("Allow", "")
+        return response
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error")
+        return error_response(500, "internal_error", "internal error")
+
+
+async def ping(request: web.Request) -> web.Response:
+    check = request.app.get(PING_CHECK)
+    if check is not None and not await check():
+        return error_response(503, "not_ready", "a dependency is not reachable")
+    return json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=[request_id_middleware, access_middleware, error_middleware],
+    )
+    app[METRICS] = HttpMetrics(service)
+    app.router.add_get("/ping", ping)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def load_settings(service: str, settings_class: Callable[[], S]) -> S:
+    """Settings from the environment; a bad or missing value stops the service, naming it."""
+    try:
+        return settings_class()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        print(f"{service}: bad configuration: {problems}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def run_service(
+    service: str,
+    settings_class: Callable[[], S],
+    create_app: Callable[[S], web.Application],
+) -> None:
+    """Run one service until SIGINT/SIGTERM; in-flight requests get `shutdown_timeout_s`."""
+    settings = load_settings(service, settings_class)
+    setup_logging(service, settings.log_level, settings.log_json)
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    web.run_app(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        shutdown_timeout=settings.shutdown_timeout_s,
+        access_log=None,
+        print=lambda msg: log.info("listening", extra={"url": f"http://{settings.host}:{settings.port}"}),
+        loop=loop,
+    )

@@ -1,0 +1,102 @@
+"""Wire types shared across services (msgspec Structs) and the codec helpers around them.
+
+Limits live in the types (msgspec `Meta`), so a decoded value is already a valid one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+
+from shared.errors import BadRequest
+
+T = TypeVar("T")
+
+ServiceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+OrderId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+PartName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+# short enough that a client tag (policy version + content + time) stays within 128 chars
+ContentTag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+MAX_PARTS = 32
+MAX_BATCH = 100
+
+PartTags = Annotated[dict[PartName, ContentTag], msgspec.Meta(max_length=MAX_PARTS)]
+
+
+class Error(msgspec.Struct):
+    code: str
+    message: str
+
+
+# --- order_tags -------------------------------------------------------------------------------
+
+
+class OrderKey(msgspec.Struct, frozen=True):
+    service: ServiceName
+    orderid: OrderId
+
+
+class TagsGetRequest(msgspec.Struct, forbid_unknown_fields=True):
+    orders: Annotated[list[OrderKey], msgspec.Meta(min_length=1, max_length=MAX_BATCH)]
+
+
+class OrderTags(msgspec.Struct):
+    service: str
+    orderid: str
+    tags: dict[str, str] | None
+
+
+class TagsGetResponse(msgspec.Struct):
+    orders: list[OrderTags]
+
+
+class TagsSetRequest(msgspec.Struct, forbid_unknown_fields=True):
+    service: ServiceName
+    orderid: OrderId
+    tags: Annotated[dict[PartName, ContentTag], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
+    only_if_absent: bool = False
+
+
+class TagsBumpRequest(msgspec.Struct, forbid_unknown_fields=True):
+    service: ServiceName
+    orderid: OrderId
+    parts: Annotated[list[PartName], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
+
+
+class TagsDeleteRequest(msgspec.Struct, forbid_unknown_fields=True):
+    service: ServiceName
+    orderid: OrderId
+
+
+class TagsWriteResponse(msgspec.Struct):
+    """The order's tags after the write: what is stored now."""
+
+    service: str
+    orderid: str
+    tags: dict[str, str]
+
+
+class TagsDeleteResponse(msgspec.Struct):
+    deleted: bool
+
+
+# --- codec helpers ----------------------------------------------------------------------------
+
+json_encoder = msgspec.json.Encoder()
+
+
+def encode(value: Any) -> bytes:
+    return json_encoder.encode(value)
+
+
+def decode(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
+    """Decode a request body; any malformed or invalid input is a 400 naming the problem."""
+    if not body:
+        raise BadRequest("request body is empty; a JSON object is expected")
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid request: {exc}", code="invalid_request") from exc
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"malformed JSON: {exc}", code="malformed_json") from exc

@@ -1,0 +1,193 @@
+"""order_tags endpoints against a real Redis (SPEC: order_tags service)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient
+
+from services.order_tags.storage import tags_key
+from tests.services.order_tags.conftest import AUTH
+
+
+async def post(client: TestClient, path: str, body: object, headers: dict[str, str] = AUTH):
+    return await client.post(path, json=body, headers=headers)
+
+
+async def test_set_then_get_returns_the_parts_in_one_batch(tags_client: TestClient, unique: str):
+    o1, o2 = f"{unique}-1", f"{unique}-2"
+    resp = await post(tags_client, "/v1/tags/set",
+                      {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}})
+    assert resp.status == 200
+    assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c1"}
+
+    resp = await post(tags_client, "/v1/tags/get", {"orders": [
+        {"service": "taxi", "orderid": o1}, {"service": "eats", "orderid": o2}]})
+    assert resp.status == 200
+    assert await resp.json() == {"orders": [
+        {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}},
+        {"service": "eats", "orderid": o2, "tags": None},
+    ]}
+
+
+async def test_key_is_a_cluster_hash_tag_over_service_and_order(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    await post(tags_client, "/v1/tags/set",
+               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+    assert redis_sync.hgetall(f"tags:{{taxi:{unique}}}") == {"fast_info": "v1"}
+
+
+async def test_set_updates_just_the_given_parts(tags_client: TestClient, unique: str):
+    await post(tags_client, "/v1/tags/set",
+               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1", "chat": "c1"}})
+    resp = await post(tags_client, "/v1/tags/set",
+                      {"service": "taxi", "orderid": unique, "tags": {"chat": "c2"}})
+    assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c2"}
+
+
+async def test_only_if_absent_does_not_overwrite(tags_client: TestClient, unique: str):
+    await post(tags_client, "/v1/tags/set",
+               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+    resp = await post(tags_client, "/v1/tags/set", {
+        "service": "taxi", "orderid": unique, "only_if_absent": True,
+        "tags": {"fast_info": "other", "chat": "c1"}})
+    assert resp.status == 200
+    assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c1"}
+
+
+async def test_bump_yields_new_unique_values(tags_client: TestClient, unique: str):
+    seen: set[str] = set()
+    for _ in range(20):
+        resp = await post(tags_client, "/v1/tags/bump",
+                          {"service": "taxi", "orderid": unique, "parts": ["fast_info", "chat"]})
+        assert resp.status == 200
+        new_tags = (await resp.json())["tags"]
+        assert set(new_tags) == {"fast_info", "chat"}
+        seen.update(new_tags.values())
+    assert len(seen) == 40
+    resp = await post(tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": unique}]})
+    assert (await resp.json())["orders"][0]["tags"] == new_tags
+
+
+async def test_set_and_bump_set_the_key_ttl(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    key = tags_key("taxi", unique)
+    await post(tags_client, "/v1/tags/set",
+               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+    assert 0 < redis_sync.ttl(key) <= 24 * 3600
+    redis_sync.expire(key, 5)
+    await post(tags_client, "/v1/tags/bump",
+               {"service": "taxi", "orderid": unique, "parts": ["chat"]})
+    assert redis_sync.ttl(key) > 5
+
+
+async def test_delete_removes_the_order(tags_client: TestClient, unique: str, redis_sync: redis.Redis):
+    await post(tags_client, "/v1/tags/set",
+               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+    resp = await post(tags_client, "/v1/tags/delete", {"service": "taxi", "orderid": unique})
+    assert await resp.json() == {"deleted": True}
+    assert not redis_sync.exists(tags_key("taxi", unique))
+    resp = await post(tags_client, "/v1/tags/delete", {"service": "taxi", "orderid": unique})
+    assert await resp.json() == {"deleted": False}
+
+
+async def test_concurrent_sets_of_different_parts_lose_nothing(
+    tags_client: TestClient, unique: str
+):
+    parts = {f"part_{i}": f"content-{i}" for i in range(30)}
+    responses = await asyncio.gather(*(
+        post(tags_client, "/v1/tags/set",
+             {"service": "taxi", "orderid": unique, "tags": {part: content}})
+        for part, content in parts.items()
+    ))
+    assert all(r.status == 200 for r in responses)
+    resp = await post(tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": unique}]})
+    assert (await resp.json())["orders"][0]["tags"] == parts
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-token"}])
+@pytest.mark.parametrize("path", ["/v1/tags/get", "/v1/tags/set", "/v1/tags/bump", "/v1/tags/delete"])
+async def test_a_call_without_the_right_token_is_401_and_writes_nothing(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis, headers: dict[str, str], path: str
+):
+    body = {"service": "taxi", "orderid": unique, "tags": {"fast_info": "x"}, "parts": ["chat"],
+            "orders": [{"service": "taxi", "orderid": unique}]}
+    redis_sync.hset(tags_key("taxi", unique), "fast_info", "kept")
+    resp = await tags_client.post(path, json=body, headers=headers)
+    assert resp.status == 401
+    assert (await resp.json())["code"] == "unauthorized"
+    assert redis_sync.hgetall(tags_key("taxi", unique)) == {"fast_info": "kept"}
+
+
+BAD_BODIES = [
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "b"'),  # truncated
+    ("/v1/tags/set", b"not json"),
+    ("/v1/tags/set", b""),
+    ("/v1/tags/set", b"[]"),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"fast_info": 5}}'),
+    ("/v1/tags/set", b'{"service": "Taxi!", "orderid": "x", "tags": {"fast_info": "v"}}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "", "tags": {"fast_info": "v"}}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "' + b"x" * 129 + b'", "tags": {"a": "v"}}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "' + b"v" * 65 + b'"}}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {}}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x"}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "v"}, "extra": 1}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "v"}, "only_if_absent": "yes"}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {'
+     + b",".join(b'"p%d": "v"' % i for i in range(33)) + b"}}"),
+    ("/v1/tags/get", b'{"orders": []}'),
+    ("/v1/tags/get", b'{"orders": [{"service": "taxi"}]}'),
+    ("/v1/tags/bump", b'{"service": "taxi", "orderid": "x", "parts": []}'),
+    ("/v1/tags/bump", b'{"service": "taxi", "orderid": "x", "parts": ["Bad Part"]}'),
+    ("/v1/tags/delete", b'{"service": "taxi"}'),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), BAD_BODIES)
+async def test_bad_input_is_400_with_a_json_error_and_changes_nothing(
+    tags_client: TestClient, redis_sync: redis.Redis, path: str, body: bytes
+):
+    before = {key: redis_sync.hgetall(key) for key in redis_sync.scan_iter("tags:*")}
+    resp = await tags_client.post(path, data=body, headers=AUTH)
+    assert resp.status == 400
+    error = await resp.json()
+    assert set(error) == {"code", "message"} and error["message"]
+    assert {key: redis_sync.hgetall(key) for key in redis_sync.scan_iter("tags:*")} == before
+
+
+async def test_a_body_over_the_limit_is_413_and_changes_nothing(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    body = b'{"service": "taxi", "orderid": "' + unique.encode() + b'", "tags": {"a": "v"}, "pad": "'
+    body += b"x" * (64 * 1024) + b'"}'
+    resp = await tags_client.post("/v1/tags/set", data=body, headers=AUTH)
+    assert resp.status == 413
+    assert (await resp.json())["code"] == "payload_too_large"
+    assert not redis_sync.exists(tags_key("taxi", unique))
+
+
+async def test_unknown_route_and_method_get_json_errors(tags_client: TestClient):
+    resp = await tags_client.get("/v1/nope", headers=AUTH)
+    assert resp.status == 404 and (await resp.json())["code"] == "not_found"
+    resp = await tags_client.get("/v1/tags/get", headers=AUTH)
+    assert resp.status == 405 and (await resp.json())["code"] == "method_not_allowed"
+
+
+async def test_ping_and_metrics(tags_client: TestClient):
+    resp = await tags_client.get("/ping")
+    assert resp.status == 200
+    await post(tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": "m"}]})
+    text = await (await tags_client.get("/metrics")).text()
+    assert 'http_requests_total{method="POST",route="/v1/tags/get",status="200"}' in text
+    assert "http_request_duration_seconds_bucket" in text
+
+
+async def test_request_id_is_echoed_or_generated(tags_client: TestClient):
+    resp = await tags_client.get("/ping", headers={"X-Request-Id": "abc"})
+    assert resp.headers["X-Request-Id"] == "abc"
+    resp = await tags_client.get("/ping")
+    assert len(resp.headers["X-Request-Id"]) == 32
