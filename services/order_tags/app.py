@@ -4,6 +4,7 @@ import hmac
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from services.order_tags import handlers
 from services.order_tags.config import OrderTagsSettings
@@ -11,7 +12,7 @@ from services.order_tags.keys import TAG_STORE
 from services.order_tags.storage import TagStore
 from shared.errors import Unauthorized
 from shared.redis import redis_client
-from shared.web import PING_CHECK, Handler, Middleware, create_base_app
+from shared.web import PING_CHECK, create_base_app
 
 SERVICE = "order_tags"
 

@@ -66,7 +66,7 @@ class TagStore:
                 for part, content in tags.items():
                     pipe.hsetnx(key, part, content)
             else:
-                pipe.hset(key, mapping=dict(tags))
+                pipe.hset(key, mapping=dict(tags))  # type: ignore[arg-type]
             pipe.expire(key, self.ttl_s)
             pipe.hgetall(key)
             results = await pipe.execute()

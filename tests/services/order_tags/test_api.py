@@ -18,42 +18,67 @@ async def post(client: TestClient, path: str, body: object, headers: dict[str, s
 
 async def test_set_then_get_returns_the_parts_in_one_batch(tags_client: TestClient, unique: str):
     o1, o2 = f"{unique}-1", f"{unique}-2"
-    resp = await post(tags_client, "/v1/tags/set",
-                      {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}})
+    resp = await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}},
+    )
     assert resp.status == 200
     assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c1"}
 
-    resp = await post(tags_client, "/v1/tags/get", {"orders": [
-        {"service": "taxi", "orderid": o1}, {"service": "eats", "orderid": o2}]})
+    resp = await post(
+        tags_client,
+        "/v1/tags/get",
+        {"orders": [{"service": "taxi", "orderid": o1}, {"service": "eats", "orderid": o2}]},
+    )
     assert resp.status == 200
-    assert await resp.json() == {"orders": [
-        {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}},
-        {"service": "eats", "orderid": o2, "tags": None},
-    ]}
+    assert await resp.json() == {
+        "orders": [
+            {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}},
+            {"service": "eats", "orderid": o2, "tags": None},
+        ]
+    }
 
 
 async def test_key_is_a_cluster_hash_tag_over_service_and_order(
     tags_client: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    await post(tags_client, "/v1/tags/set",
-               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+    await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}},
+    )
     assert redis_sync.hgetall(f"tags:{{taxi:{unique}}}") == {"fast_info": "v1"}
 
 
 async def test_set_updates_just_the_given_parts(tags_client: TestClient, unique: str):
-    await post(tags_client, "/v1/tags/set",
-               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1", "chat": "c1"}})
-    resp = await post(tags_client, "/v1/tags/set",
-                      {"service": "taxi", "orderid": unique, "tags": {"chat": "c2"}})
+    await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1", "chat": "c1"}},
+    )
+    resp = await post(
+        tags_client, "/v1/tags/set", {"service": "taxi", "orderid": unique, "tags": {"chat": "c2"}}
+    )
     assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c2"}
 
 
 async def test_only_if_absent_does_not_overwrite(tags_client: TestClient, unique: str):
-    await post(tags_client, "/v1/tags/set",
-               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
-    resp = await post(tags_client, "/v1/tags/set", {
-        "service": "taxi", "orderid": unique, "only_if_absent": True,
-        "tags": {"fast_info": "other", "chat": "c1"}})
+    await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}},
+    )
+    resp = await post(
+        tags_client,
+        "/v1/tags/set",
+        {
+            "service": "taxi",
+            "orderid": unique,
+            "only_if_absent": True,
+            "tags": {"fast_info": "other", "chat": "c1"},
+        },
+    )
     assert resp.status == 200
     assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c1"}
 
@@ -61,14 +86,19 @@ async def test_only_if_absent_does_not_overwrite(tags_client: TestClient, unique
 async def test_bump_yields_new_unique_values(tags_client: TestClient, unique: str):
     seen: set[str] = set()
     for _ in range(20):
-        resp = await post(tags_client, "/v1/tags/bump",
-                          {"service": "taxi", "orderid": unique, "parts": ["fast_info", "chat"]})
+        resp = await post(
+            tags_client,
+            "/v1/tags/bump",
+            {"service": "taxi", "orderid": unique, "parts": ["fast_info", "chat"]},
+        )
         assert resp.status == 200
         new_tags = (await resp.json())["tags"]
         assert set(new_tags) == {"fast_info", "chat"}
         seen.update(new_tags.values())
     assert len(seen) == 40
-    resp = await post(tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": unique}]})
+    resp = await post(
+        tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": unique}]}
+    )
     assert (await resp.json())["orders"][0]["tags"] == new_tags
 
 
@@ -76,18 +106,27 @@ async def test_set_and_bump_set_the_key_ttl(
     tags_client: TestClient, unique: str, redis_sync: redis.Redis
 ):
     key = tags_key("taxi", unique)
-    await post(tags_client, "/v1/tags/set",
-               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+    await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}},
+    )
     assert 0 < redis_sync.ttl(key) <= 24 * 3600
     redis_sync.expire(key, 5)
-    await post(tags_client, "/v1/tags/bump",
-               {"service": "taxi", "orderid": unique, "parts": ["chat"]})
+    await post(
+        tags_client, "/v1/tags/bump", {"service": "taxi", "orderid": unique, "parts": ["chat"]}
+    )
     assert redis_sync.ttl(key) > 5
 
 
-async def test_delete_removes_the_order(tags_client: TestClient, unique: str, redis_sync: redis.Redis):
-    await post(tags_client, "/v1/tags/set",
-               {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}})
+async def test_delete_removes_the_order(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}},
+    )
     resp = await post(tags_client, "/v1/tags/delete", {"service": "taxi", "orderid": unique})
     assert await resp.json() == {"deleted": True}
     assert not redis_sync.exists(tags_key("taxi", unique))
@@ -99,23 +138,43 @@ async def test_concurrent_sets_of_different_parts_lose_nothing(
     tags_client: TestClient, unique: str
 ):
     parts = {f"part_{i}": f"content-{i}" for i in range(30)}
-    responses = await asyncio.gather(*(
-        post(tags_client, "/v1/tags/set",
-             {"service": "taxi", "orderid": unique, "tags": {part: content}})
-        for part, content in parts.items()
-    ))
+    responses = await asyncio.gather(
+        *(
+            post(
+                tags_client,
+                "/v1/tags/set",
+                {"service": "taxi", "orderid": unique, "tags": {part: content}},
+            )
+            for part, content in parts.items()
+        )
+    )
     assert all(r.status == 200 for r in responses)
-    resp = await post(tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": unique}]})
+    resp = await post(
+        tags_client, "/v1/tags/get", {"orders": [{"service": "taxi", "orderid": unique}]}
+    )
     assert (await resp.json())["orders"][0]["tags"] == parts
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-token"}])
-@pytest.mark.parametrize("path", ["/v1/tags/get", "/v1/tags/set", "/v1/tags/bump", "/v1/tags/delete"])
+@pytest.mark.parametrize(
+    "headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-token"}]
+)
+@pytest.mark.parametrize(
+    "path", ["/v1/tags/get", "/v1/tags/set", "/v1/tags/bump", "/v1/tags/delete"]
+)
 async def test_a_call_without_the_right_token_is_401_and_writes_nothing(
-    tags_client: TestClient, unique: str, redis_sync: redis.Redis, headers: dict[str, str], path: str
+    tags_client: TestClient,
+    unique: str,
+    redis_sync: redis.Redis,
+    headers: dict[str, str],
+    path: str,
 ):
-    body = {"service": "taxi", "orderid": unique, "tags": {"fast_info": "x"}, "parts": ["chat"],
-            "orders": [{"service": "taxi", "orderid": unique}]}
+    body = {
+        "service": "taxi",
+        "orderid": unique,
+        "tags": {"fast_info": "x"},
+        "parts": ["chat"],
+        "orders": [{"service": "taxi", "orderid": unique}],
+    }
     redis_sync.hset(tags_key("taxi", unique), "fast_info", "kept")
     resp = await tags_client.post(path, json=body, headers=headers)
     assert resp.status == 401
@@ -136,9 +195,16 @@ BAD_BODIES = [
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {}}'),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x"}'),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "v"}, "extra": 1}'),
-    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "v"}, "only_if_absent": "yes"}'),
-    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {'
-     + b",".join(b'"p%d": "v"' % i for i in range(33)) + b"}}"),
+    (
+        "/v1/tags/set",
+        b'{"service": "taxi", "orderid": "x", "tags": {"a": "v"}, "only_if_absent": "yes"}',
+    ),
+    (
+        "/v1/tags/set",
+        b'{"service": "taxi", "orderid": "x", "tags": {'
+        + b",".join(b'"p%d": "v"' % i for i in range(33))
+        + b"}}",
+    ),
     ("/v1/tags/get", b'{"orders": []}'),
     ("/v1/tags/get", b'{"orders": [{"service": "taxi"}]}'),
     ("/v1/tags/bump", b'{"service": "taxi", "orderid": "x", "parts": []}'),
@@ -162,7 +228,9 @@ async def test_bad_input_is_400_with_a_json_error_and_changes_nothing(
 async def test_a_body_over_the_limit_is_413_and_changes_nothing(
     tags_client: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    body = b'{"service": "taxi", "orderid": "' + unique.encode() + b'", "tags": {"a": "v"}, "pad": "'
+    body = (
+        b'{"service": "taxi", "orderid": "' + unique.encode() + b'", "tags": {"a": "v"}, "pad": "'
+    )
     body += b"x" * (64 * 1024) + b'"}'
     resp = await tags_client.post("/v1/tags/set", data=body, headers=AUTH)
     assert resp.status == 413

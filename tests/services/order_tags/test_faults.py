@@ -44,7 +44,9 @@ async def timed_post(client: TestClient, path: str, body: object) -> tuple[int, 
     return resp.status, await resp.json(), time.monotonic() - started
 
 
-async def test_killed_redis_gives_fast_503_then_recovers(client: TestClient, own_redis: EmbeddedRedis):
+async def test_killed_redis_gives_fast_503_then_recovers(
+    client: TestClient, own_redis: EmbeddedRedis
+):
     status, _, _ = await timed_post(client, "/v1/tags/set", SET)
     assert status == 200
 
@@ -62,7 +64,9 @@ async def test_killed_redis_gives_fast_503_then_recovers(client: TestClient, own
     assert (await client.get("/ping")).status == 200
 
 
-async def test_paused_redis_gives_503_within_the_deadline(client: TestClient, own_redis: EmbeddedRedis):
+async def test_paused_redis_gives_503_within_the_deadline(
+    client: TestClient, own_redis: EmbeddedRedis
+):
     own_redis.pause()
     try:
         status, error, elapsed = await timed_post(client, "/v1/tags/get", GET)
@@ -70,5 +74,5 @@ async def test_paused_redis_gives_503_within_the_deadline(client: TestClient, ow
         assert elapsed < HANG_LIMIT_S
     finally:
         own_redis.resume()
-    status, body, _ = await timed_post(client, "/v1/tags/get", GET)
+    status, _, _ = await timed_post(client, "/v1/tags/get", GET)
     assert status == 200

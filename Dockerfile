@@ -1,0 +1,13 @@
+# One image for every service; compose.yaml picks the module per container.
+FROM python:3.11-slim
+WORKDIR /app
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY services ./services
+COPY emulator ./emulator
+COPY client ./client
+COPY policy ./policy
+RUN pip install --no-cache-dir .
+USER nobody
+CMD ["python", "-m", "services.orders_state"]

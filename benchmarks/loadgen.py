@@ -1,0 +1,84 @@
+"""A lean HTTP/1.1 keep-alive load generator for benchmarks: raw asyncio streams, prebuilt
+request bytes, so the client costs far less than the server it measures. Bounded by time
+and by count; loopback only."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LoadResult:
+    requests: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies:
+            return 0.0
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def build_request(port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def _connection(
+    port: int, request: bytes, stop_at: float, budget: list[int], result: LoadResult
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while time.perf_counter() < stop_at and budget[0] > 0:
+            budget[0] -= 1
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            result.latencies.append(time.perf_counter() - started)
+            result.requests += 1
+            if status != 200:
+                result.errors += 1
+    finally:
+        writer.close()
+
+
+async def run_load(
+    port: int,
+    path: str,
+    body: bytes,
+    *,
+    headers: dict[str, str] | None = None,
+    connections: int = 32,
+    seconds: float = 5.0,
+    max_requests: int = 200_000,
+) -> LoadResult:
+    request = build_request(port, path, body, headers or {})
+    result = LoadResult()
+    budget = [max_requests]
+    started = time.perf_counter()
+    stop_at = started + seconds
+    await asyncio.gather(
+        *(_connection(port, request, stop_at, budget, result) for _ in range(connections))
+    )
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,166 @@
+"""Benchmark: a batch `get` of 3 orders through the order_tags service, against a bare aiohttp
+handler doing the same Redis pipeline, side by side in one run.
+
+Each server runs on one core (CPU 0), the load generator on the other. Redis commands per
+request come from INFO commandstats; Redis read events per request (`total_reads_processed`)
+show one round trip per batch.
+
+    python benchmarks/order_tags_get.py [--seconds 5] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.loadgen import LoadResult, run_load
+from shared.embedded_redis import EmbeddedRedis, free_port
+
+TOKEN = "bench-token"
+ORDERS = [("taxi", "bench-1"), ("taxi", "bench-2"), ("eats", "bench-3")]
+BODY = (
+    b'{"orders": ['
+    + b",".join(b'{"service": "%s", "orderid": "%s"}' % (s.encode(), o.encode()) for s, o in ORDERS)
+    + b"]}"
+)
+
+BARE_SERVER = """
+import sys, msgspec, uvloop, asyncio
+from aiohttp import web
+from redis.asyncio import Redis
+from shared.config import RedisSettings
+from shared.redis import create_redis
+
+class Key(msgspec.Struct):
+    service: str
+    orderid: str
+
+class Req(msgspec.Struct):
+    orders: list[Key]
+
+decoder = msgspec.json.Decoder(Req)
+encoder = msgspec.json.Encoder()
+REDIS = web.AppKey("redis", Redis)
+
+async def get(request):
+    body = decoder.decode(await request.read())
+    pipe = request.app[REDIS].pipeline(transaction=False)
+    for o in body.orders:
+        pipe.hgetall(f"tags:{{{o.service}:{o.orderid}}}")
+    results = await pipe.execute()
+    out = {"orders": [{"service": o.service, "orderid": o.orderid, "tags": t or None}
+                      for o, t in zip(body.orders, results)]}
+    return web.Response(body=encoder.encode(out), content_type="application/json")
+
+async def redis_ctx(app):
+    # the same client settings as the service's factory: timeouts, no hidden retries
+    app[REDIS] = create_redis(RedisSettings(), sys.argv[2])
+    yield
+    await app[REDIS].aclose()
+
+app = web.Application()
+app.cleanup_ctx.append(redis_ctx)
+app.router.add_post("/v1/tags/get", get)
+loop = uvloop.new_event_loop()
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None, loop=loop)
+"""
+
+
+def wait_ping(port: int, path: str = "/ping", timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="GET")
+            with urllib.request.urlopen(request, timeout=1):
+                return
+        except urllib.error.HTTPError:
+            return  # the server answers: it is up
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # CPU 0 for the server under test; the load generator takes CPU 1
+    return subprocess.Popen(["taskset", "-c", "0", *args], env=env)
+
+
+def measure(port: int, seconds: float, headers: dict[str, str]) -> LoadResult:
+    return asyncio.run(run_load(port, "/v1/tags/get", BODY, headers=headers, seconds=seconds))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1} if os.cpu_count() and os.cpu_count() > 1 else {0})  # type: ignore[operator]
+
+    server = EmbeddedRedis()
+    server.start()
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    for service, orderid in ORDERS:
+        client.hset(f"tags:{{{service}:{orderid}}}", mapping={"fast_info": "v1", "chat": "c1"})
+
+    service_port, bare_port = free_port(), free_port()
+    env = dict(
+        os.environ,
+        MLUTP_SERVICE_TOKEN=TOKEN,
+        REDIS_URL=server.url,
+        ORDER_TAGS_PORT=str(service_port),
+        LOG_LEVEL="WARNING",
+    )
+    processes = [
+        start([sys.executable, "-m", "services.order_tags"], env),
+        start([sys.executable, "-c", BARE_SERVER, str(bare_port), server.url], env),
+    ]
+    try:
+        wait_ping(service_port)
+        wait_ping(bare_port, "/v1/tags/get")
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        measure(service_port, 1.0, auth)  # warm-up
+        measure(bare_port, 1.0, {})
+        totals = {"service": LoadResult(), "bare": LoadResult()}
+        for round_no in range(args.rounds):
+            for name, port, headers in (("service", service_port, auth), ("bare", bare_port, {})):
+                client.config_resetstat()
+                result = measure(port, args.seconds, headers)
+                stats = client.info("commandstats")
+                reads = client.info("stats")["total_reads_processed"]
+                hgetall = stats.get("cmdstat_hgetall", {}).get("calls", 0)
+                print(
+                    f"round {round_no + 1} {name:8s} {result.rps:8.0f} rps  "
+                    f"p50 {result.percentile(0.5) * 1000:5.2f} ms  "
+                    f"p99 {result.percentile(0.99) * 1000:5.2f} ms  errors {result.errors}  "
+                    f"redis cmds/req {hgetall / max(result.requests, 1):.2f}  "
+                    f"redis reads/req {reads / max(result.requests, 1):.2f}"
+                )
+                total = totals[name]
+                total.requests += result.requests
+                total.errors += result.errors
+                total.seconds += result.seconds
+        ratio = totals["service"].rps / totals["bare"].rps
+        print(
+            f"\norder_tags service {totals['service'].rps:.0f} rps, bare handler "
+            f"{totals['bare'].rps:.0f} rps, ratio {ratio:.2f} (goal >= 0.8, >= 4000 rps)"
+        )
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(10)
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The reference client of the polling protocol and the load generator."""

@@ -1,0 +1,1 @@
+"""The upstream emulator: order sources, totw, eats details, taxiroute, feature services."""

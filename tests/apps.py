@@ -1,0 +1,22 @@
+"""Every service's app, built with test settings, for checks over all of them."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic_settings import BaseSettings
+
+from services.order_tags.app import create_app as create_order_tags
+from services.order_tags.config import OrderTagsSettings
+from shared.config import RedisSettings
+
+
+def all_apps() -> list[tuple[str, web.Application]]:
+    redis = RedisSettings(url="redis://127.0.0.1:1/0")
+    return [
+        ("order_tags", create_order_tags(OrderTagsSettings(service_token="t", redis=redis))),
+    ]
+
+
+SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
+    "order_tags": OrderTagsSettings,
+}

@@ -1,0 +1,64 @@
+"""`mlutp run`: starts the stack, every /ping answers, SIGTERM stops it all, nothing is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import psutil
+
+from shared.cli import STACK
+from shared.embedded_redis import free_port
+
+
+def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env.pop("REDIS_CLUSTER_NODES", None)
+    env["LOG_LEVEL"] = "WARNING"
+    ports = {service.name: free_port() for service in STACK}
+    for service in STACK:
+        env[service.port_env] = str(ports[service.name])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shared.cli", "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    children: list[psutil.Process] = []
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "Ctrl-C or SIGTERM" in line:
+                break
+        output = "".join(lines)
+        assert "mlutp stack is up" in output, output
+        assert "(embedded)" in output
+        for service in STACK:
+            url = f"http://127.0.0.1:{ports[service.name]}"
+            assert url in output
+            with urllib.request.urlopen(f"{url}/ping", timeout=5) as response:
+                assert response.status == 200
+        children = psutil.Process(process.pid).children(recursive=True)
+        names = " ".join(" ".join(child.cmdline()) for child in children)
+        assert "redis-server" in names
+        assert len(children) == len(STACK) + 1
+
+        process.send_signal(signal.SIGTERM)
+        rest = process.stdout.read()
+        assert process.wait(timeout=30) == 0
+        assert "mlutp stack stopped" in rest
+        _, alive = psutil.wait_procs(children, timeout=10)
+        assert alive == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for child in children:
+            if child.is_running():
+                child.kill()
