@@ -75,6 +75,9 @@ async def race_stop(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> boo
 async def run_stack(services: Sequence[StackService], ready_timeout_s: float) -> int:
     env = dict(os.environ)
     env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
+    # a running stack looks alive: the emulator's driver moves a population of demo users
+    env.setdefault("EMULATOR_DRIVER_ENABLED", "true")
+    env.setdefault("EMULATOR_DRIVER_POPULATION", "20")
     redis: EmbeddedRedis | None = None
     if not env.get("REDIS_URL") and not env.get("REDIS_CLUSTER_NODES"):
         redis = EmbeddedRedis()

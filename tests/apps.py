@@ -5,6 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic_settings import BaseSettings
 
+from emulator.app import create_app as create_emulator
+from emulator.config import EmulatorSettings
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from shared.config import RedisSettings
@@ -14,9 +16,11 @@ def all_apps() -> list[tuple[str, web.Application]]:
     redis = RedisSettings(url="redis://127.0.0.1:1/0")
     return [
         ("order_tags", create_order_tags(OrderTagsSettings(service_token="t", redis=redis))),
+        ("emulator", create_emulator(EmulatorSettings(service_token="t"))),
     ]
 
 
 SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
     "order_tags": OrderTagsSettings,
+    "emulator": EmulatorSettings,
 }

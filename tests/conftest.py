@@ -6,8 +6,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 import redis
+from aiohttp.test_utils import TestClient, TestServer
+
+from emulator.app import create_app as create_emulator
+from emulator.config import DriverProfile, EmulatorSettings
+from services.order_tags.app import create_app as create_order_tags
+from services.order_tags.config import OrderTagsSettings
 
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
@@ -39,3 +47,29 @@ def redis_settings(redis_server: EmbeddedRedis) -> RedisSettings:
 def unique() -> str:
     """A fresh id prefix, so tests sharing the session's Redis never see each other's keys."""
     return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+async def order_tags_server(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], redis_settings: RedisSettings
+) -> TestServer:
+    """order_tags on a real port, for services that reach it over HTTP."""
+    settings = OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=redis_settings)
+    return await aiohttp_server(create_order_tags(settings))
+
+
+def emulator_settings(order_tags: TestServer, **driver: object) -> EmulatorSettings:
+    return EmulatorSettings(
+        port=0,
+        service_token=TEST_TOKEN,
+        order_tags_url=str(order_tags.make_url("")),
+        driver=DriverProfile(**driver),  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def emulator(
+    aiohttp_client: Callable[..., Awaitable[TestClient]], order_tags_server: TestServer
+) -> TestClient:
+    """The emulator app on a real port, driver off: tests change orders by hand."""
+    return await aiohttp_client(create_emulator(emulator_settings(order_tags_server)))

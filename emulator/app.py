@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from emulator import handlers
+from emulator.config import EmulatorSettings
+from emulator.driver import Driver
+from emulator.faults import Faults
+from emulator.features import Features
+from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
+from emulator.stats import Stats
+from emulator.world import World
+from shared.order_tags_client import OrderTagsClient
+from shared.policy import load_policy
+from shared.web import create_base_app
+
+SERVICE = "emulator"
+
+
+def create_app(settings: EmulatorSettings) -> web.Application:
+    app = create_base_app(SERVICE, settings)
+    policy = load_policy(settings.policy_path)
+    app[WORLD] = World()
+    app[STATS] = Stats()
+    app[FAULTS] = Faults()
+
+    async def features_ctx(app: web.Application) -> AsyncIterator[None]:
+        tags = await OrderTagsClient.create(
+            settings.order_tags_url,
+            settings.service_token.get_secret_value(),
+            deadline_s=settings.order_tags_deadline_s,
+        )
+        app[FEATURES] = Features(app[WORLD], tags, policy, app[STATS])
+        yield
+        await tags.close()
+
+    async def driver_ctx(app: web.Application) -> AsyncIterator[None]:
+        driver = Driver(app[FEATURES], settings.driver)
+        app[DRIVER] = driver
+        task = asyncio.create_task(driver.run(), name="emulator-driver")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app.cleanup_ctx.extend([features_ctx, driver_ctx])
+    router = app.router
+    router.add_post("/sources/{service}/v1/orders/active", handlers.order_source)
+    router.add_post("/3.0/taxiontheway", handlers.taxiontheway)
+    router.add_post("/{service}/v1/orders/details", handlers.order_details)
+    router.add_post("/taxiroute/v1/route", handlers.taxiroute)
+    router.add_post("/emulator/v1/orders", handlers.create_order)
+    router.add_post("/emulator/v1/orders/{service}/{orderid}/advance", handlers.advance_order)
+    router.add_post("/emulator/v1/orders/{service}/{orderid}/change", handlers.change_order)
+    router.add_post("/emulator/v1/faults", handlers.set_fault)
+    router.add_get("/emulator/v1/stats", handlers.get_stats)
+    router.add_post("/emulator/v1/driver", handlers.set_driver)
+    router.add_get("/emulator/v1/changes", handlers.get_changes)
+    return app

@@ -1,0 +1,58 @@
+"""Faults injected per upstream target: down, slow, or answering 500."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aiohttp import web
+
+from emulator.documents import SERVICES
+
+TARGETS = frozenset(
+    {f"source:{service}" for service in SERVICES}
+    | {"totw", "eats_details", "grocery_details", "taxiroute"}
+)
+
+
+class FaultMode(StrEnum):
+    OK = "ok"
+    DOWN = "down"
+    SLOW = "slow"
+    ERROR500 = "error500"
+
+
+@dataclass(frozen=True)
+class Fault:
+    mode: FaultMode = FaultMode.OK
+    delay_ms: int = 0
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._faults: dict[str, Fault] = {}
+
+    def set(self, target: str, fault: Fault) -> None:
+        if fault.mode is FaultMode.OK:
+            self._faults.pop(target, None)
+        else:
+            self._faults[target] = fault
+
+    def snapshot(self) -> dict[str, dict[str, object]]:
+        return {t: {"mode": f.mode.value, "delay_ms": f.delay_ms} for t, f in self._faults.items()}
+
+    async def apply(self, target: str, request: web.Request) -> None:
+        """Act out the target's fault, if any; returns when the request may be served."""
+        fault = self._faults.get(target)
+        if fault is None:
+            return
+        if fault.mode is FaultMode.SLOW:
+            await asyncio.sleep(fault.delay_ms / 1000)
+        elif fault.mode is FaultMode.ERROR500:
+            raise web.HTTPInternalServerError(reason=f"injected fault on {target}")
+        elif fault.mode is FaultMode.DOWN:
+            # the connection dies with no answer, as with a crashed or unreachable host
+            if request.transport is not None:
+                request.transport.abort()
+            raise web.HTTPServiceUnavailable(reason=f"{target} is down")

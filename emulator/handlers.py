@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from emulator import wire as ew
+from emulator.documents import LIFECYCLES, ORDER_LIMITS
+from emulator.faults import TARGETS, Fault
+from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
+from emulator.world import InvalidChange, Order, UnknownOrder
+from shared import wire
+from shared.errors import BadRequest, NotFound, Unauthorized
+from shared.web import json_response, read_json
+
+_order_request = msgspec.json.Decoder(ew.OrderRequest)
+_route_request = msgspec.json.Decoder(ew.RouteRequest)
+_create = msgspec.json.Decoder(ew.CreateOrder)
+_change = msgspec.json.Decoder(ew.ChangeFields)
+_fault = msgspec.json.Decoder(ew.FaultRequest)
+_driver = msgspec.json.Decoder(ew.DriverRequest)
+_any = msgspec.json.Decoder(dict[str, Any])
+
+
+def _user_id(request: web.Request) -> str:
+    user_id = request.headers.get("X-Yandex-UID")
+    if not user_id:
+        raise Unauthorized("X-Yandex-UID is required")
+    return user_id
+
+
+def _service(request: web.Request) -> str:
+    service = request.match_info["service"]
+    if service not in LIFECYCLES:
+        raise NotFound(f"no service {service!r}")
+    return service
+
+
+async def _upstream_call(request: web.Request, target: str) -> bytes:
+    """Count the call and record what the caller sent, then act out the target's fault."""
+    body = await request.read()
+    try:
+        recorded = _any.decode(body) if body else None
+    except msgspec.DecodeError:
+        recorded = None
+    request.app[STATS].record_call(target, request.headers, recorded)
+    await request.app[FAULTS].apply(target, request)
+    return body
+
+
+def _respond(request: web.Request, target: str, value: Any) -> web.Response:
+    body = wire.encode(value)
+    request.app[STATS].record_bytes(target, len(body))
+    return web.Response(body=body, content_type="application/json")
+
+
+def _find(request: web.Request, service: str, orderid: str, user_id: str) -> Order:
+    try:
+        return request.app[WORLD].get(service, orderid, user_id)
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+
+
+# --- upstreams ---------------------------------------------------------------------------------
+
+
+async def order_source(request: web.Request) -> web.Response:
+    service = _service(request)
+    target = f"source:{service}"
+    await _upstream_call(request, target)
+    user_id = _user_id(request)
+    active = request.app[WORLD].active(user_id, service)
+    if len(active) < ORDER_LIMITS[service]:
+        allowed = ew.AllowedChanges(can_make_more_orders=True)
+    else:
+        allowed = ew.AllowedChanges(False, "active_orders_limit")
+    orders = [ew.SourceOrder(o.orderid, o.status, o.created_at, o.brief()) for o in active]
+    return _respond(request, target, ew.SourceResponse(orders, allowed))
+
+
+async def taxiontheway(request: web.Request) -> web.Response:
+    body = wire.decode(_order_request, await _upstream_call(request, "totw"))
+    order = _find(request, "taxi", body.orderid, _user_id(request))
+    return _respond(request, "totw", {"orderid": order.orderid, **order.doc})
+
+
+async def order_details(request: web.Request) -> web.Response:
+    service = _service(request)
+    if service == "taxi":
+        raise NotFound("taxi has no details endpoint; use /3.0/taxiontheway")
+    target = f"{service}_details"
+    body = wire.decode(_order_request, await _upstream_call(request, target))
+    order = _find(request, service, body.orderid, _user_id(request))
+    return _respond(request, target, {"orderid": order.orderid, **order.doc})
+
+
+async def taxiroute(request: web.Request) -> web.Response:
+    body = wire.decode(_route_request, await _upstream_call(request, "taxiroute"))
+    order = _find(request, "taxi", body.orderid, _user_id(request))
+    return _respond(request, "taxiroute", request.app[WORLD].route(order))
+
+
+# --- control API -------------------------------------------------------------------------------
+
+
+async def create_order(request: web.Request) -> web.Response:
+    body = await read_json(request, _create)
+    if body.service not in LIFECYCLES:
+        raise BadRequest(f"unknown service {body.service!r}", code="unknown_service")
+    try:
+        order = await request.app[FEATURES].create_order(body.user_id, body.service, body.status)
+    except InvalidChange as exc:
+        raise BadRequest(str(exc), code="invalid_change") from exc
+    return json_response(
+        ew.CreatedOrder(order.orderid, order.service, order.status, order.version, order.created_at)
+    )
+
+
+async def _changed(request: web.Request, service: str, orderid: str, change: Any) -> web.Response:
+    order = request.app[WORLD].get(service, orderid)
+    tags = await request.app[FEATURES].publish(change)
+    return json_response(
+        ew.Changed(orderid, service, order.status, change.version, sorted(change.fields), tags)
+    )
+
+
+async def advance_order(request: web.Request) -> web.Response:
+    service, orderid = _service(request), request.match_info["orderid"]
+    try:
+        change = request.app[WORLD].advance(service, orderid)
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    except InvalidChange as exc:
+        raise BadRequest(str(exc), code="invalid_change") from exc
+    return await _changed(request, service, orderid, change)
+
+
+async def change_order(request: web.Request) -> web.Response:
+    service, orderid = _service(request), request.match_info["orderid"]
+    body = await read_json(request, _change)
+    try:
+        change = request.app[WORLD].change(service, orderid, body.fields)
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    except InvalidChange as exc:
+        raise BadRequest(str(exc), code="invalid_change") from exc
+    return await _changed(request, service, orderid, change)
+
+
+async def set_fault(request: web.Request) -> web.Response:
+    body = await read_json(request, _fault)
+    if body.target not in TARGETS:
+        raise BadRequest(f"unknown target {body.target!r}; one of {sorted(TARGETS)}")
+    request.app[FAULTS].set(body.target, Fault(body.mode, body.delay_ms))
+    return json_response({"faults": request.app[FAULTS].snapshot()})
+
+
+async def get_stats(request: web.Request) -> web.Response:
+    return json_response(request.app[STATS].snapshot())
+
+
+async def set_driver(request: web.Request) -> web.Response:
+    body = await read_json(request, _driver)
+    request.app[DRIVER].enabled = body.enabled
+    return json_response({"enabled": body.enabled})
+
+
+async def get_changes(request: web.Request) -> web.Response:
+    """Data changes after `since` (a sequence number), oldest first: for freshness figures."""
+    try:
+        since = int(request.query.get("since", "0"))
+    except ValueError as exc:
+        raise BadRequest("since must be an integer") from exc
+    changes = [
+        {"seq": c.seq, "service": c.service, "orderid": c.orderid, "version": c.version,
+         "fields": sorted(c.fields), "at": c.at}
+        for c in request.app[WORLD].changes
+        if c.seq > since
+    ]  # fmt: skip
+    return json_response({"changes": changes})

@@ -1,0 +1,39 @@
+"""What the upstreams served: calls and bytes per endpoint, and what the callers sent."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+RECORDED_HEADERS = ("X-Yandex-UID", "User-Agent", "X-Request-Id", "Accept-Language")
+
+
+@dataclass
+class Stats:
+    calls: Counter[str] = field(default_factory=Counter)
+    bytes_sent: Counter[str] = field(default_factory=Counter)
+    tag_write_failures: int = 0
+    # the last requests per endpoint: tests check what the BFF forwarded
+    recent: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
+
+    def record_call(self, endpoint: str, headers: Any, body: Any) -> None:
+        self.calls[endpoint] += 1
+        recent = self.recent.setdefault(endpoint, deque(maxlen=50))
+        recent.append(
+            {
+                "headers": {name: headers[name] for name in RECORDED_HEADERS if name in headers},
+                "body": body,
+            }
+        )
+
+    def record_bytes(self, endpoint: str, size: int) -> None:
+        self.bytes_sent[endpoint] += size
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "calls": dict(self.calls),
+            "bytes_sent": dict(self.bytes_sent),
+            "tag_write_failures": self.tag_write_failures,
+            "recent": {name: list(items) for name, items in self.recent.items()},
+        }

@@ -1,0 +1,79 @@
+"""Wire types of the emulator: its upstream APIs and its control API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from emulator.faults import FaultMode
+from shared.wire import OrderId, ServiceName
+
+UserId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+
+
+class SourceOrder(msgspec.Struct):
+    orderid: str
+    status: str
+    created_at: str
+    brief: dict[str, Any]
+
+
+class AllowedChanges(msgspec.Struct, omit_defaults=True):
+    can_make_more_orders: bool
+    no_more_orders_reason: str | None = None
+
+
+class SourceResponse(msgspec.Struct):
+    orders: list[SourceOrder]
+    allowed_changes: AllowedChanges
+
+
+class OrderRequest(msgspec.Struct):
+    """totw, eats/grocery details: other fields of the body are accepted and ignored."""
+
+    orderid: OrderId
+
+
+class RouteRequest(msgspec.Struct):
+    orderid: OrderId
+    coordinates: list[float] | None = None
+    timestamp: str | None = None
+    use_history: bool = False
+
+
+class CreateOrder(msgspec.Struct, forbid_unknown_fields=True):
+    user_id: UserId
+    service: ServiceName
+    status: str | None = None
+
+
+class CreatedOrder(msgspec.Struct):
+    orderid: str
+    service: str
+    status: str
+    version: int
+    created_at: str
+
+
+class ChangeFields(msgspec.Struct, forbid_unknown_fields=True):
+    fields: Annotated[dict[str, Any], msgspec.Meta(min_length=1)]
+
+
+class Changed(msgspec.Struct):
+    orderid: str
+    service: str
+    status: str
+    version: int
+    changed_fields: list[str]
+    tags: dict[str, str]
+
+
+class FaultRequest(msgspec.Struct, forbid_unknown_fields=True):
+    target: str
+    mode: FaultMode
+    delay_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
+
+
+class DriverRequest(msgspec.Struct, forbid_unknown_fields=True):
+    enabled: bool

@@ -1,0 +1,224 @@
+"""The polling policy: which part endpoint serves which top-level fields of which service.
+
+Loaded from a YAML or JSON file and validated at start-up; a bad file stops the service with
+a message naming the bad field. The policy version of a service is a short hash of its rules,
+embedded in every tag, so changing a service's parts invalidates only that service's tags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+
+DEFAULT_POLICY_PATH = Path(__file__).resolve().parent.parent / "policy" / "polling_policy.yaml"
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+FieldName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Url = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_./-]*$", max_length=200)]
+
+
+class PollingType(StrEnum):
+    TAG_DEFINED = "tag_defined"
+    ROUTE_DISTANCE_DEPENDED = "route_distance_depended"
+
+
+class PolicyError(Exception):
+    """The policy file is unreadable or invalid; the message names the place."""
+
+
+class PartRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    part_name: Name
+    url: Url
+    fields: tuple[FieldName, ...] = Field(min_length=1)
+    polling_type: PollingType
+    part_type: Name
+    priority: int = Field(ge=0)
+    required: bool = False
+    static: bool = False
+
+    @property
+    def tag_defined(self) -> bool:
+        return self.polling_type is PollingType.TAG_DEFINED
+
+
+def _check_rules(rules: tuple[PartRule, ...]) -> None:
+    names: set[str] = set()
+    owner: dict[str, str] = {}
+    for rule in rules:
+        if rule.part_name in names:
+            raise ValueError(f"part_name {rule.part_name!r} is used twice")
+        names.add(rule.part_name)
+        for name in rule.fields:
+            if name in owner:
+                raise ValueError(
+                    f"field {name!r} is in both {owner[name]!r} and {rule.part_name!r}: "
+                    "parts of one service must not share a top-level field"
+                )
+            owner[name] = rule.part_name
+
+
+def rules_version(rules: tuple[PartRule, ...]) -> str:
+    """A short, URL-safe hash of a service's rules, independent of their order in the file."""
+    canonical = json.dumps(
+        sorted((rule.model_dump(mode="json") for rule in rules), key=lambda r: r["part_name"]),
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+class DeprecatedRules(BaseModel):
+    """An older policy version whose part endpoints are still served for old clients."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str | None = None
+    rules: tuple[PartRule, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _valid(self) -> DeprecatedRules:
+        _check_rules(self.rules)
+        computed = rules_version(self.rules)
+        if self.version is not None and self.version != computed:
+            raise ValueError(
+                f"version {self.version!r} does not match its rules' hash {computed!r}"
+            )
+        return self
+
+    @property
+    def policy_version(self) -> str:
+        return rules_version(self.rules)
+
+
+class ServicePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: tuple[PartRule, ...] = Field(min_length=1)
+    deprecated: tuple[DeprecatedRules, ...] = ()
+
+    @model_validator(mode="after")
+    def _valid(self) -> ServicePolicy:
+        _check_rules(self.rules)
+        current = rules_version(self.rules)
+        for old in self.deprecated:
+            if old.policy_version == current:
+                raise ValueError("a deprecated version has the same rules as the current one")
+        return self
+
+    @cached_property
+    def policy_version(self) -> str:
+        return rules_version(self.rules)
+
+    @cached_property
+    def rules_by_priority(self) -> tuple[PartRule, ...]:
+        return tuple(sorted(self.rules, key=lambda rule: (rule.priority, rule.part_name)))
+
+    @cached_property
+    def part_of_field(self) -> dict[str, str]:
+        return {name: rule.part_name for rule in self.rules for name in rule.fields}
+
+
+class PartEndpoint(BaseModel):
+    """One servable part URL: the rule, its service and the policy version it belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    service: str
+    policy_version: str
+    deprecated: bool
+    rule: PartRule
+
+
+class PollingPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    services: dict[Name, ServicePolicy] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _urls_unique(self) -> PollingPolicy:
+        seen: dict[str, str] = {}
+        for endpoint in self._all_endpoints():
+            where = f"{endpoint.service} {endpoint.policy_version} {endpoint.rule.part_name}"
+            if endpoint.rule.url in seen:
+                raise ValueError(
+                    f"url {endpoint.rule.url!r} is used by {seen[endpoint.rule.url]} and {where}"
+                )
+            seen[endpoint.rule.url] = where
+        return self
+
+    def _all_endpoints(self) -> list[PartEndpoint]:
+        endpoints = []
+        for service, policy in self.services.items():
+            for rule in policy.rules:
+                endpoints.append(
+                    PartEndpoint(
+                        service=service,
+                        policy_version=policy.policy_version,
+                        deprecated=False,
+                        rule=rule,
+                    )
+                )
+            for old in policy.deprecated:
+                for rule in old.rules:
+                    endpoints.append(
+                        PartEndpoint(
+                            service=service,
+                            policy_version=old.policy_version,
+                            deprecated=True,
+                            rule=rule,
+                        )
+                    )
+        return endpoints
+
+    @cached_property
+    def endpoints(self) -> tuple[PartEndpoint, ...]:
+        """Every part endpoint to serve, deprecated versions included."""
+        return tuple(self._all_endpoints())
+
+    def version(self, service: str) -> str:
+        return self.services[service].policy_version
+
+
+def _format_error(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        place = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        lines.append(f"  {place}: {error['msg']}")
+    return "\n".join(lines)
+
+
+def parse_policy(data: Any, source: str = "<policy>") -> PollingPolicy:
+    try:
+        return PollingPolicy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(f"invalid polling policy {source}:\n{_format_error(exc)}") from None
+
+
+def load_policy(path: Path | str = DEFAULT_POLICY_PATH) -> PollingPolicy:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PolicyError(f"cannot read polling policy {path}: {exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        # both name the line and column of the syntax error
+        raise PolicyError(f"polling policy {path} is not valid YAML/JSON: {exc}") from None
+    return parse_policy(data, str(path))

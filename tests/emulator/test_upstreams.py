@@ -1,0 +1,129 @@
+"""The emulator's upstreams: order sources, totw, details, taxiroute; users see only their own."""
+
+from __future__ import annotations
+
+from aiohttp.test_utils import TestClient
+
+from emulator.documents import TOTW_FIELDS
+from tests.emulator.helpers import create_order, stats
+
+
+def uid(user: str) -> dict[str, str]:
+    return {"X-Yandex-UID": user}
+
+
+async def test_totw_is_a_realistic_order_document(emulator: TestClient, unique: str):
+    order = await create_order(emulator, unique, status="driving")
+    resp = await emulator.post(
+        "/3.0/taxiontheway", json={"orderid": order["orderid"]}, headers=uid(unique)
+    )
+    assert resp.status == 200
+    raw = await resp.read()
+    doc = await resp.json()
+    assert 5 * 1024 <= len(raw) <= 15 * 1024
+    assert len(TOTW_FIELDS | {"orderid"}) == 44
+    assert 35 <= len(doc) <= 45
+    assert doc["status"] == "driving" and doc["version"] == order["version"]
+    assert {"driver", "route_sharing_url", "currency_rules", "orderperformerinfo"} <= set(doc)
+
+
+async def test_optional_fields_come_and_go_with_status(emulator: TestClient, unique: str):
+    order = await create_order(emulator, unique, status="waiting")
+    doc = await (await emulator.post("/3.0/taxiontheway", json=order, headers=uid(unique))).json()
+    assert "cancel_rules" in doc and "feedback" not in doc
+    for _ in range(2):  # → transporting → complete
+        await emulator.post(f"/emulator/v1/orders/taxi/{order['orderid']}/advance")
+    doc = await (await emulator.post("/3.0/taxiontheway", json=order, headers=uid(unique))).json()
+    assert "cancel_rules" not in doc and "feedback" in doc
+
+
+async def test_unknown_or_foreign_order_is_404(emulator: TestClient, unique: str):
+    order = await create_order(emulator, unique)
+    for path in ("/3.0/taxiontheway", "/taxiroute/v1/route"):
+        resp = await emulator.post(path, json={"orderid": "nope"}, headers=uid(unique))
+        assert resp.status == 404
+        resp = await emulator.post(path, json={"orderid": order["orderid"]}, headers=uid("other"))
+        assert resp.status == 404
+    eats = await create_order(emulator, unique, "eats")
+    resp = await emulator.post(
+        "/eats/v1/orders/details", json={"orderid": eats["orderid"]}, headers=uid("other")
+    )
+    assert resp.status == 404
+
+
+async def test_eats_and_grocery_details(emulator: TestClient, unique: str):
+    for service in ("eats", "grocery"):
+        order = await create_order(emulator, unique, service)
+        resp = await emulator.post(
+            f"/{service}/v1/orders/details", json={"orderid": order["orderid"]}, headers=uid(unique)
+        )
+        assert resp.status == 200
+        doc = await resp.json()
+        assert doc["status"] == "created" and doc["items"] and doc["place"]["name"]
+
+
+async def test_taxiroute_answers_a_route(emulator: TestClient, unique: str):
+    order = await create_order(emulator, unique, status="driving")
+    resp = await emulator.post(
+        "/taxiroute/v1/route",
+        json={"orderid": order["orderid"], "coordinates": [37.5, 55.7], "use_history": True},
+        headers=uid(unique),
+    )
+    assert resp.status == 200
+    route = await resp.json()
+    assert len(route["route"]) >= 2 and route["distance_left_m"] >= 0
+
+
+async def test_source_lists_only_the_users_own_active_orders(emulator: TestClient, unique: str):
+    mine = await create_order(emulator, f"{unique}-a")
+    await create_order(emulator, f"{unique}-b")
+    resp = await emulator.post(
+        "/sources/taxi/v1/orders/active", json={}, headers=uid(f"{unique}-a")
+    )
+    body = await resp.json()
+    assert [o["orderid"] for o in body["orders"]] == [mine["orderid"]]
+    listed = body["orders"][0]
+    assert listed["status"] == "searching" and listed["created_at"] == mine["created_at"]
+    assert listed["brief"]["short_address"]
+    assert body["allowed_changes"] == {"can_make_more_orders": True}
+    resp = await emulator.post(
+        "/sources/eats/v1/orders/active", json={}, headers=uid(f"{unique}-a")
+    )
+    assert (await resp.json())["orders"] == []
+
+
+async def test_source_refuses_more_orders_over_the_limit(emulator: TestClient, unique: str):
+    for _ in range(2):
+        await create_order(emulator, unique, "eats")
+    resp = await emulator.post("/sources/eats/v1/orders/active", json={}, headers=uid(unique))
+    assert (await resp.json())["allowed_changes"] == {
+        "can_make_more_orders": False,
+        "no_more_orders_reason": "active_orders_limit",
+    }
+
+
+async def test_upstreams_need_the_user(emulator: TestClient, unique: str):
+    resp = await emulator.post("/sources/taxi/v1/orders/active", json={})
+    assert resp.status == 401
+
+
+async def test_stats_count_calls_bytes_and_forwarded_headers(emulator: TestClient, unique: str):
+    order = await create_order(emulator, unique)
+    before = await stats(emulator)
+    headers = {**uid(unique), "User-Agent": "ua/1", "X-Request-Id": f"rid-{unique}"}
+    sizes = 0
+    for _ in range(3):
+        resp = await emulator.post(
+            "/3.0/taxiontheway", json={"orderid": order["orderid"], "x": 1}, headers=headers
+        )
+        sizes += len(await resp.read())
+    after = await stats(emulator)
+    assert after["calls"]["totw"] - before["calls"].get("totw", 0) == 3
+    assert after["bytes_sent"]["totw"] - before["bytes_sent"].get("totw", 0) == sizes
+    last = after["recent"]["totw"][-1]
+    assert last["headers"] == {
+        "X-Yandex-UID": unique,
+        "User-Agent": "ua/1",
+        "X-Request-Id": f"rid-{unique}",
+    }
+    assert last["body"] == {"orderid": order["orderid"], "x": 1}
