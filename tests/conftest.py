@@ -4,9 +4,7 @@ and the project's apps on it. Everything started here is stopped here."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 import redis
@@ -16,7 +14,6 @@ from emulator.app import create_app as create_emulator
 from emulator.config import DriverProfile, EmulatorSettings
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
-
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 
