@@ -39,7 +39,10 @@ class StackService:
 
 
 # in start order: each one's dependencies come before it
-STACK = (StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT"),)
+STACK = (
+    StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT", ("ORDER_TAGS_URL",)),
+    StackService("emulator", "emulator", "EMULATOR_PORT", ("EMULATOR_URL",)),
+)
 
 
 async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s: float) -> None:
