@@ -1,0 +1,37 @@
+"""allowed_changes: one entry per queried service (SPEC: Orders and their order)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+SERVICE_UNAVAILABLE = "service_unavailable"
+
+
+class AllowedChange(msgspec.Struct, omit_defaults=True):
+    service: str
+    can_make_more_orders: bool
+    no_more_orders_reason: str | None = None
+
+
+class SourceAllowance(msgspec.Struct, omit_defaults=True):
+    """What an order source says of its service."""
+
+    can_make_more_orders: bool
+    no_more_orders_reason: str | None = None
+
+
+def allowed_changes(
+    queried: Sequence[str], available: Mapping[str, SourceAllowance]
+) -> list[AllowedChange]:
+    """An unavailable service cannot take more orders: the user must not create a duplicate."""
+    result = []
+    for service in queried:
+        allowance = available.get(service)
+        if allowance is None:
+            result.append(AllowedChange(service, False, SERVICE_UNAVAILABLE))
+        else:
+            reason = None if allowance.can_make_more_orders else allowance.no_more_orders_reason
+            result.append(AllowedChange(service, allowance.can_make_more_orders, reason))
+    return result

@@ -1,0 +1,59 @@
+"""The polling interval of one response (SPEC: Polling interval)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+DEFAULT_STATUS_BASES_MS: dict[str, int] = {
+    "taxi:searching": 2000,
+    "taxi:driving": 3000,
+    "taxi:waiting": 3000,
+    "taxi:transporting": 5000,
+    "eats:created": 10000,
+    "eats:cooking": 10000,
+    "eats:delivering": 5000,
+    "grocery:created": 10000,
+    "grocery:assembling": 10000,
+    "grocery:delivering": 5000,
+}
+
+
+@dataclass(frozen=True)
+class IntervalRules:
+    # "<service>:<status>" → base interval; statuses not listed get `default_base_ms`
+    status_bases_ms: Mapping[str, int] = field(default_factory=lambda: DEFAULT_STATUS_BASES_MS)
+    default_base_ms: int = 5000
+    no_orders_ms: int = 30_000
+    degraded_factor: float = 2.0
+    jitter: float = 0.10
+    min_ms: int = 1000
+    max_ms: int = 60_000
+
+
+def overload_factor(in_flight: int, soft_limit: int, max_factor: float = 4.0) -> float:
+    """Load shedding by interval: past the soft limit of requests in flight, clients are
+    told to poll proportionally less often, up to `max_factor`."""
+    if soft_limit <= 0 or in_flight <= soft_limit:
+        return 1.0
+    return min(max_factor, in_flight / soft_limit)
+
+
+def polling_interval_ms(
+    orders: Iterable[tuple[str, str]],
+    *,
+    degraded: bool,
+    overload: float,
+    rng: random.Random,
+    rules: IntervalRules,
+) -> int:
+    """`orders` are (service, status) pairs of the response."""
+    bases = [rules.status_bases_ms.get(f"{s}:{st}", rules.default_base_ms) for s, st in orders]
+    interval = float(min(bases)) if bases else float(rules.no_orders_ms)
+    if degraded:
+        interval *= rules.degraded_factor
+    interval *= max(1.0, overload)
+    # spread clients out so they do not poll in step
+    interval *= rng.uniform(1 - rules.jitter, 1 + rules.jitter)
+    return int(min(rules.max_ms, max(rules.min_ms, interval)))

@@ -1,0 +1,87 @@
+"""Which parts of an order the client must fetch (SPEC: Tags and `need_request`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from shared.policy import PartRule
+from shared.protocol.tags import ClientTag, valid_tag
+
+
+@dataclass(frozen=True)
+class TagTimings:
+    # stops a part that changes many times a second from being refetched on every poll
+    min_ttl_ms: int = 2_000
+    # with the tag cache down: at most one fetch per order and part this often
+    degraded_min_ttl_ms: int = 10_000
+
+
+def part_needed(
+    rule: PartRule,
+    client_tag: ClientTag | None,
+    stored_content: str | None,
+    *,
+    force: bool,
+    cache_available: bool,
+    now_ms: int,
+    timings: TagTimings,
+) -> bool:
+    """The five rules, in the SPEC's order, for one tag_defined part."""
+    # 1. missing or invalid client tag
+    if client_tag is None:
+        return True
+    # 2. static data never changes
+    if rule.static:
+        return False
+    age_ms = now_ms - client_tag.issued_ms
+    # 3. tag cache unavailable: force is ignored, only the degraded TTL refetches
+    if not cache_available:
+        return age_ms >= timings.degraded_min_ttl_ms
+    # 4. unchanged content
+    if client_tag.content is not None and client_tag.content == stored_content:
+        return False
+    # 5. changed: now if forced, else once the min TTL has passed
+    return force or age_ms >= timings.min_ttl_ms
+
+
+@dataclass(frozen=True)
+class PartsDecision:
+    need_request: list[str]
+    # the client's tags that are valid, echoed back
+    valid_tags: dict[str, str]
+
+
+def decide_parts(
+    rules_by_priority: Sequence[PartRule],
+    policy_version: str,
+    client_tags: Mapping[str, str],
+    stored_tags: Mapping[str, str] | None,
+    *,
+    force: bool,
+    cache_available: bool,
+    now_ms: int,
+    timings: TagTimings,
+) -> PartsDecision:
+    """need_request (by ascending priority) and the valid client tags of one actual order."""
+    need: list[str] = []
+    valid: dict[str, str] = {}
+    for rule in rules_by_priority:
+        raw = client_tags.get(rule.part_name)
+        decoded = valid_tag(raw, policy_version, now_ms)
+        if decoded is not None and raw is not None:
+            valid[rule.part_name] = raw
+        if not rule.tag_defined:
+            continue
+        stored = stored_tags.get(rule.part_name) if stored_tags else None
+        if part_needed(
+            rule,
+            decoded,
+            stored,
+            force=force,
+            cache_available=cache_available,
+            now_ms=now_ms,
+            timings=timings,
+        ):
+            need.append(rule.part_name)
+    return PartsDecision(need, valid)

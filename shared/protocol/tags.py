@@ -1,0 +1,84 @@
+"""The client tag codec. A tag is opaque to the client; the server encodes in it the
+service's policy version, the content tag it had for the part when the data was fetched
+(or "unknown" when the tag cache was down), and the time it was issued.
+
+Format: `<policy_version>.<issued ms, base 36>.<content, base64url>`: URL-safe, at most
+128 characters for a content tag of up to 64 characters.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+MAX_ISSUED_TAG_LENGTH = 128
+MAX_ACCEPTED_TAG_LENGTH = 256
+# a tag issued further in the future than this is forged or from a broken clock
+MAX_CLOCK_SKEW_MS = 60_000
+
+_POLICY_VERSION = re.compile(r"^[0-9a-f]{4,16}$")
+_ISSUED = re.compile(r"^[0-9a-z]{1,12}$")
+
+
+@dataclass(frozen=True)
+class ClientTag:
+    policy_version: str
+    # None: issued while the tag cache was unavailable; equals no stored content tag
+    content: str | None
+    issued_ms: int
+
+
+def encode_tag(policy_version: str, content: str | None, issued_ms: int) -> str:
+    encoded = base64.urlsafe_b64encode(content.encode()).rstrip(b"=").decode() if content else ""
+    tag = f"{policy_version}.{_base36(issued_ms)}.{encoded}"
+    if len(tag) > MAX_ISSUED_TAG_LENGTH:
+        raise ValueError(f"tag of {len(tag)} chars: the content tag is too long")
+    return tag
+
+
+def decode_tag(tag: str) -> ClientTag | None:
+    """The tag's parts, or None when it does not decode (an invalid tag)."""
+    if len(tag) > MAX_ACCEPTED_TAG_LENGTH:
+        return None
+    pieces = tag.split(".")
+    if len(pieces) != 3:
+        return None
+    policy_version, issued, encoded = pieces
+    if not _POLICY_VERSION.match(policy_version) or not _ISSUED.match(issued):
+        return None
+    content: str | None = None
+    if encoded:
+        try:
+            content = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None
+        if not content:
+            return None
+    return ClientTag(policy_version, content, int(issued, 36))
+
+
+def valid_tag(tag: str | None, policy_version: str, now_ms: int) -> ClientTag | None:
+    """A client tag that decodes, is of the current policy version and is not from the
+    future; None for a missing or invalid one."""
+    if tag is None:
+        return None
+    decoded = decode_tag(tag)
+    if decoded is None or decoded.policy_version != policy_version:
+        return None
+    if decoded.issued_ms > now_ms + MAX_CLOCK_SKEW_MS:
+        return None
+    return decoded
+
+
+def _base36(value: int) -> str:
+    if value < 0:
+        raise ValueError("negative time")
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        value, rest = divmod(value, 36)
+        out = digits[rest] + out
+        if value == 0:
+            return out

@@ -1,0 +1,54 @@
+"""The tag codec: policy version, content tag and issue time; URL-safe, ≤ 128 chars."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.protocol.tags import ClientTag, decode_tag, encode_tag, valid_tag
+
+NOW = 1_800_000_000_000
+URL_SAFE = re.compile(r"^[A-Za-z0-9._~-]+$")
+
+
+@given(
+    content=st.one_of(st.none(), st.text(min_size=1, max_size=64)),
+    issued=st.integers(min_value=0, max_value=4_000_000_000_000),
+)
+def test_a_tag_carries_policy_version_content_and_issue_time(content: str | None, issued: int):
+    tag = encode_tag("646d451553", content, issued)
+    assert decode_tag(tag) == ClientTag("646d451553", content, issued)
+
+
+@given(content=st.text(alphabet=st.characters(codec="ascii"), min_size=1, max_size=64))
+def test_issued_tags_are_url_safe_and_at_most_128_chars(content: str):
+    tag = encode_tag("646d451553", content, NOW)
+    assert len(tag) <= 128
+    assert URL_SAFE.match(tag)
+
+
+def test_a_tag_that_does_not_decode_is_invalid():
+    for garbage in ("", "x", "a.b", "646d451553.zz.!!", "646d451553..", "NOTHEX.1.YQ", "a.b.c.d"):
+        assert valid_tag(garbage, "646d451553", NOW) is None
+
+
+def test_a_tag_of_another_policy_version_is_invalid():
+    tag = encode_tag("994a307f50", "v1", NOW)
+    assert valid_tag(tag, "646d451553", NOW) is None
+    assert valid_tag(tag, "994a307f50", NOW) == ClientTag("994a307f50", "v1", NOW)
+
+
+def test_a_missing_tag_is_invalid():
+    assert valid_tag(None, "646d451553", NOW) is None
+
+
+def test_a_tag_issued_in_the_future_is_invalid():
+    tag = encode_tag("646d451553", "v1", NOW + 3_600_000)
+    assert valid_tag(tag, "646d451553", NOW) is None
+
+
+def test_tags_over_256_chars_are_not_accepted():
+    tag = encode_tag("646d451553", "v1", NOW) + "A" * 300
+    assert decode_tag(tag) is None
