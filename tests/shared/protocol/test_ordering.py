@@ -55,7 +55,10 @@ def test_stale_orders_are_taken_in_known_orders_order():
 services = st.sampled_from(["taxi", "eats", "grocery"])
 orders_strategy = st.lists(
     st.builds(
-        Ord, services, st.text("abc", min_size=1, max_size=3), st.text("0123", min_size=1, max_size=2)
+        Ord,
+        services,
+        st.text("abc", min_size=1, max_size=3),
+        st.text("0123", min_size=1, max_size=2),
     ),
     max_size=8,
     unique_by=lambda o: o.key,
