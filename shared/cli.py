@@ -42,6 +42,8 @@ class StackService:
 STACK = (
     StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT", ("ORDER_TAGS_URL",)),
     StackService("emulator", "emulator", "EMULATOR_PORT", ("EMULATOR_URL",)),
+    StackService("orders_state", "services.orders_state", "ORDERS_STATE_PORT"),
+    StackService("launch", "services.launch", "LAUNCH_PORT"),
 )
 
 

@@ -22,6 +22,7 @@ from shared.config import ServiceSettings
 from shared.errors import DomainError, PayloadTooLarge
 from shared.logs import request_id_var, setup_logging
 from shared.metrics import HttpMetrics
+from shared.policy import PolicyError
 
 T = TypeVar("T")
 S = TypeVar("S", bound=ServiceSettings)
@@ -163,11 +164,16 @@ def run_service(
 ) -> None:
     """Run one service until SIGINT/SIGTERM; in-flight requests get `shutdown_timeout_s`."""
     settings = load_settings(service, settings_class)
+    try:
+        app = create_app(settings)
+    except PolicyError as exc:
+        print(f"{service}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     setup_logging(service, settings.log_level, settings.log_json)
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
     web.run_app(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         shutdown_timeout=settings.shutdown_timeout_s,

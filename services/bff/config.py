@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.config import DEFAULT_EMULATOR_URL, DEFAULT_ORDER_TAGS_URL, ServiceSettings
+from shared.policy import DEFAULT_POLICY_PATH
+from shared.protocol.interval import DEFAULT_STATUS_BASES_MS, IntervalRules
+from shared.protocol.need_request import TagTimings
+
+# where each upstream lives on the emulator; any of them can be pointed elsewhere
+EMULATOR_PATHS = {
+    "taxi_order_source_url": "/sources/taxi/v1/orders/active",
+    "eats_order_source_url": "/sources/eats/v1/orders/active",
+    "grocery_order_source_url": "/sources/grocery/v1/orders/active",
+    "totw_url": "/3.0/taxiontheway",
+    "eats_details_url": "/eats/v1/orders/details",
+    "grocery_details_url": "/grocery/v1/orders/details",
+    "taxiroute_url": "/taxiroute/v1/route",
+}
+PART_TYPE_UPSTREAMS = {
+    "totw": "totw_url",
+    "eats_full": "eats_details_url",
+    "grocery_full": "grocery_details_url",
+    "taxiroute": "taxiroute_url",
+}
+
+
+class UpstreamSettings(BaseSettings):
+    """One URL variable per upstream (TOTW_URL, TAXI_ORDER_SOURCE_URL, ...); those not set
+    point at the emulator (EMULATOR_URL)."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    emulator_url: str = DEFAULT_EMULATOR_URL
+    taxi_order_source_url: str = ""
+    eats_order_source_url: str = ""
+    grocery_order_source_url: str = ""
+    totw_url: str = ""
+    eats_details_url: str = ""
+    grocery_details_url: str = ""
+    taxiroute_url: str = ""
+
+    @model_validator(mode="after")
+    def _default_to_emulator(self) -> Self:
+        base = self.emulator_url.rstrip("/")
+        for name, path in EMULATOR_PATHS.items():
+            if not getattr(self, name):
+                object.__setattr__(self, name, base + path)
+        return self
+
+    def order_source_url(self, service: str) -> str | None:
+        url: str | None = getattr(self, f"{service}_order_source_url", None)
+        return url
+
+    def part_upstream_url(self, part_type: str) -> str | None:
+        name = PART_TYPE_UPSTREAMS.get(part_type)
+        return getattr(self, name) if name else None
+
+
+class ProtocolSettings(BaseSettings):
+    """The protocol's numbers (MLUTP_*), shared by orders_state and launch."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MLUTP_", extra="ignore", frozen=True, populate_by_name=True
+    )
+
+    policy_path: Path = DEFAULT_POLICY_PATH
+    source_deadline_s: float = Field(0.25, gt=0)
+    tags_deadline_s: float = Field(0.05, gt=0)
+    part_deadline_s: float = Field(1.0, gt=0)
+    min_ttl_s: float = Field(2.0, ge=0)
+    degraded_min_ttl_s: float = Field(10.0, ge=0)
+    circuit_failures: int = Field(5, ge=1)
+    circuit_open_s: float = Field(2.0, gt=0)
+    max_known_orders: int = Field(20, ge=1)
+    max_extra_fields: int = Field(16, ge=0)
+    max_extra_bytes: int = Field(2048, ge=0)
+    max_part_orders: int = Field(3, ge=1)
+    # "<service>:<status>" → ms, as JSON in MLUTP_INTERVAL_BASES_MS
+    interval_bases_ms: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_STATUS_BASES_MS))
+    interval_default_ms: int = Field(5000, gt=0)
+    interval_no_orders_ms: int = Field(30_000, gt=0)
+    interval_min_ms: int = Field(1000, gt=0)
+    interval_max_ms: int = Field(60_000, gt=0)
+    interval_jitter: float = Field(0.10, ge=0, lt=1)
+    # polls in flight past which clients are told to poll less often
+    overload_in_flight: int = Field(500, ge=1)
+    overload_max_factor: float = Field(4.0, ge=1)
+
+    def timings(self) -> TagTimings:
+        return TagTimings(
+            min_ttl_ms=int(self.min_ttl_s * 1000),
+            degraded_min_ttl_ms=int(self.degraded_min_ttl_s * 1000),
+        )
+
+    def interval_rules(self) -> IntervalRules:
+        return IntervalRules(
+            status_bases_ms=self.interval_bases_ms,
+            default_base_ms=self.interval_default_ms,
+            no_orders_ms=self.interval_no_orders_ms,
+            jitter=self.interval_jitter,
+            min_ms=self.interval_min_ms,
+            max_ms=self.interval_max_ms,
+        )
+
+
+class BffSettings(ServiceSettings):
+    order_tags_url: str = Field(
+        DEFAULT_ORDER_TAGS_URL, validation_alias=AliasChoices("ORDER_TAGS_URL", "order_tags_url")
+    )
+    service_token: SecretStr = Field(
+        validation_alias=AliasChoices("MLUTP_SERVICE_TOKEN", "service_token"), min_length=1
+    )
+    upstreams: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    protocol: ProtocolSettings = Field(default_factory=ProtocolSettings)

@@ -1,0 +1,206 @@
+"""The orders state engine: the I/O of one poll around the protocol's pure decisions.
+
+One poll: every queried order source in parallel (each with its deadline), then one
+order_tags read for all the actual orders (one Redis round trip), then the decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.bff.known_orders import ParsedKnownOrder
+from services.bff.metrics import BffMetrics
+from services.bff.sources import OrderSourceClient
+from services.bff.tag_cache import StoredTags, TagCache
+from services.bff.wire import PolicyRule, SourceOrder, SourceResponse
+from shared.policy import PollingPolicy
+from shared.protocol.allowed_changes import AllowedChange, SourceAllowance, allowed_changes
+from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
+from shared.protocol.need_request import TagTimings, decide_parts
+from shared.protocol.ordering import canonical_key, merge_orders
+from shared.wire import OrderKey
+
+# keys of a response order that a source's brief fields may not overwrite
+RESERVED_KEYS = frozenset({"orderid", "service", "status", "tags", "need_request", "update_status"})
+
+
+@dataclass(frozen=True)
+class PollResult:
+    orders: list[dict[str, Any]]
+    allowed_changes: list[AllowedChange]
+    interval_ms: int
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    timings: TagTimings
+    interval: IntervalRules
+    overload_in_flight: int = 500
+    overload_max_factor: float = 4.0
+
+
+def _actual_order(
+    service: str, source_order: SourceOrder, need: list[str], tags: dict[str, str]
+) -> dict[str, Any]:
+    order: dict[str, Any] = {
+        "orderid": source_order.orderid,
+        "service": service,
+        "status": source_order.status,
+    }
+    for name, value in source_order.brief.items():
+        if name not in RESERVED_KEYS:
+            order[name] = value
+    order["tags"] = tags
+    order["need_request"] = need
+    order["update_status"] = "actual"
+    return order
+
+
+def _stale_order(known: ParsedKnownOrder) -> dict[str, Any]:
+    """Only what the client itself sent: a stale answer never reveals anything new."""
+    return {
+        "orderid": known.order.orderid,
+        "service": known.order.service,
+        "status": known.order.status,
+        **{k: v for k, v in known.extras.items() if k not in RESERVED_KEYS},
+        "tags": dict(known.order.tags),
+        "need_request": [],
+        "update_status": "stale",
+    }
+
+
+class OrdersStateEngine:
+    def __init__(
+        self,
+        policy: PollingPolicy,
+        sources: Mapping[str, OrderSourceClient],
+        tag_cache: TagCache,
+        config: EngineConfig,
+        metrics: BffMetrics,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy
+        self.sources = sources
+        self.tag_cache = tag_cache
+        self.config = config
+        self.metrics = metrics
+        self.rng = rng or random.Random()
+        self.in_flight = 0
+
+    def policy_rules(self, services: Sequence[str]) -> list[PolicyRule]:
+        return [
+            PolicyRule(
+                service=service,
+                part_name=rule.part_name,
+                url=rule.url,
+                fields=list(rule.fields),
+                polling_type=rule.polling_type.value,
+                part_type=rule.part_type,
+                priority=rule.priority,
+                required=rule.required,
+                static=rule.static,
+            )
+            for service in services
+            for rule in self.policy.services[service].rules_by_priority
+        ]
+
+    async def _query_sources(
+        self, services: Sequence[str], headers: dict[str, str]
+    ) -> dict[str, SourceResponse | None]:
+        results = await asyncio.gather(
+            *(self.sources[service].list_active(headers) for service in services)
+        )
+        for service, result in zip(services, results, strict=True):
+            self.metrics.sources.labels(service, "ok" if result else "unavailable").inc()
+        return dict(zip(services, results, strict=True))
+
+    async def _stored_tags(self, keys: list[OrderKey]) -> StoredTags | None:
+        stored = await self.tag_cache.get(keys)
+        if stored is None:
+            return None
+        # new or expired orders get content tags for every non-static part before the answer,
+        # so a part fetched right after this poll is issued a tag that stays valid
+        missing: dict[OrderKey, list[str]] = {}
+        for key in keys:
+            if stored.get(key) is None:
+                rules = self.policy.services[key.service].rules
+                missing[key] = [r.part_name for r in rules if r.tag_defined and not r.static]
+        if missing:
+            stored.update(await self.tag_cache.create_missing(missing))
+        return stored
+
+    async def poll(
+        self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
+    ) -> PollResult:
+        self.in_flight += 1
+        self.metrics.polls_in_flight.inc()
+        try:
+            return await self._poll(known, services, headers)
+        finally:
+            self.in_flight -= 1
+            self.metrics.polls_in_flight.dec()
+
+    async def _poll(
+        self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
+    ) -> PollResult:
+        sources = await self._query_sources(services, headers)
+        available = {service: result for service, result in sources.items() if result is not None}
+
+        listed = sorted(
+            ((service, order) for service, result in available.items() for order in result.orders),
+            key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
+        )
+        keys = [OrderKey(service, order.orderid) for service, order in listed]
+        stored = await self._stored_tags(keys)
+        cache_available = stored is not None
+        now_ms = int(time.time() * 1000)
+        known_by_key = {k.key: k for k in known}
+
+        actual: list[dict[str, Any]] = []
+        for (service, source_order), key in zip(listed, keys, strict=True):
+            service_policy = self.policy.services[service]
+            client = known_by_key.get((service, source_order.orderid))
+            decision = decide_parts(
+                service_policy.rules_by_priority,
+                service_policy.policy_version,
+                client.order.tags if client else {},
+                stored.get(key) if stored else None,
+                force=client.order.force if client else False,
+                cache_available=cache_available,
+                now_ms=now_ms,
+                timings=self.config.timings,
+            )
+            for part in decision.need_request:
+                self.metrics.need_request.labels(service, part).inc()
+            actual.append(
+                _actual_order(service, source_order, decision.need_request, decision.valid_tags)
+            )
+
+        # a known order of an unavailable service stays, as the client knew it
+        stale = [_stale_order(k) for k in known if k.order.service not in available]
+        for order in stale:
+            self.metrics.stale_orders.labels(order["service"]).inc()
+        orders = merge_orders(
+            actual, stale, [k.key for k in known], key=lambda o: (o["service"], o["orderid"])
+        )
+
+        allowances: dict[str, SourceAllowance] = {
+            service: result.allowed_changes for service, result in available.items()
+        }
+        degraded = not cache_available or len(available) < len(services)
+        interval_ms = polling_interval_ms(
+            [(o["service"], o["status"]) for o in orders],
+            degraded=degraded,
+            overload=overload_factor(
+                self.in_flight, self.config.overload_in_flight, self.config.overload_max_factor
+            ),
+            rng=self.rng,
+            rules=self.config.interval,
+        )
+        self.metrics.interval.observe(interval_ms)
+        return PollResult(orders, allowed_changes(services, allowances), interval_ms)

@@ -1,0 +1,88 @@
+"""Validation of the client's known_orders: limits, types, services; pure, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from services.bff.wire import KNOWN_ORDER_FIELDS, KnownOrder
+from shared import wire
+from shared.errors import BadRequest
+from shared.policy import PollingPolicy
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_known_orders: int = 20
+    max_extra_fields: int = 16
+    max_extra_bytes: int = 2048
+
+
+@dataclass(frozen=True)
+class ParsedKnownOrder:
+    order: KnownOrder
+    # the client's own extra fields, echoed back only to it when its order is stale
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.order.service, self.order.orderid)
+
+
+def parse_known_orders(
+    items: Sequence[dict[str, Any]], policy: PollingPolicy, limits: Limits
+) -> list[ParsedKnownOrder]:
+    if len(items) > limits.max_known_orders:
+        raise BadRequest(
+            f"known_orders has {len(items)} orders; at most {limits.max_known_orders} are allowed",
+            code="too_many_orders",
+        )
+    parsed: list[ParsedKnownOrder] = []
+    seen: set[tuple[str, str]] = set()
+    for index, item in enumerate(items):
+        where = f"known_orders[{index}]"
+        try:
+            order = msgspec.convert(item, KnownOrder)
+        except msgspec.ValidationError as exc:
+            raise BadRequest(f"{where}: {exc}", code="invalid_request") from exc
+        check_service(order.service, policy, where)
+        extras = {k: v for k, v in item.items() if k not in KNOWN_ORDER_FIELDS}
+        if len(extras) > limits.max_extra_fields:
+            raise BadRequest(
+                f"{where} has {len(extras)} extra fields; at most {limits.max_extra_fields}",
+                code="too_many_fields",
+            )
+        if extras and len(wire.encode(extras)) > limits.max_extra_bytes:
+            raise BadRequest(
+                f"{where}: extra fields are over {limits.max_extra_bytes} bytes together",
+                code="fields_too_large",
+            )
+        one = ParsedKnownOrder(order, extras)
+        if one.key in seen:
+            raise BadRequest(f"{where}: order {order.orderid!r} is listed twice")
+        seen.add(one.key)
+        parsed.append(one)
+    return parsed
+
+
+def check_service(service: str, policy: PollingPolicy, where: str = "service") -> None:
+    if service not in policy.services:
+        raise BadRequest(
+            f"{where}: unknown service {service!r}; known: {sorted(policy.services)}",
+            code="unknown_service",
+        )
+
+
+def queried_services(
+    supported: Sequence[str] | None, known: Sequence[ParsedKnownOrder], policy: PollingPolicy
+) -> list[str]:
+    """The services in supported_services plus those of known_orders, first seen first."""
+    services: list[str] = []
+    for service in [*(supported or ()), *(k.order.service for k in known)]:
+        check_service(service, policy, "supported_services")
+        if service not in services:
+            services.append(service)
+    return services

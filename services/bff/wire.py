@@ -1,0 +1,81 @@
+"""Wire types of the client-facing API and of the order sources."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from shared.protocol.allowed_changes import AllowedChange, SourceAllowance
+from shared.wire import OrderId, ServiceName
+
+ClientTagText = Annotated[str, msgspec.Meta(max_length=256)]
+ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Status = Annotated[str, msgspec.Meta(max_length=64)]
+
+INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
+
+
+class KnownOrder(msgspec.Struct):
+    """A known order as the client sends it; other keys are its echo fields."""
+
+    orderid: OrderId
+    service: ServiceName
+    status: Status = ""
+    tags: Annotated[dict[ClientPartName, ClientTagText], msgspec.Meta(max_length=32)] = {}
+    force: bool = False
+
+
+KNOWN_ORDER_FIELDS = frozenset(KnownOrder.__struct_fields__)
+
+
+class StateRequest(msgspec.Struct):
+    known_orders: list[dict[str, Any]] = []
+    supported_services: list[ServiceName] | None = None
+
+
+class LaunchRequest(msgspec.Struct):
+    supported_services: list[ServiceName]
+    known_orders: list[dict[str, Any]] = []
+
+
+class StateResponse(msgspec.Struct):
+    orders: list[dict[str, Any]]
+    allowed_changes: list[AllowedChange]
+
+
+class PolicyRule(msgspec.Struct, omit_defaults=True):
+    service: str
+    part_name: str
+    url: str
+    fields: list[str]
+    polling_type: str
+    part_type: str
+    priority: int
+    required: bool = False
+    static: bool = False
+
+
+class LaunchState(msgspec.Struct):
+    orders: list[dict[str, Any]]
+    allowed_changes: list[AllowedChange]
+    polling_policy: list[PolicyRule]
+
+
+class LaunchResponse(msgspec.Struct):
+    mlutp_orders_state: LaunchState
+
+
+# --- order sources ----------------------------------------------------------------------------
+
+
+class SourceOrder(msgspec.Struct):
+    orderid: str
+    status: str
+    created_at: str
+    brief: dict[str, Any] = {}
+
+
+class SourceResponse(msgspec.Struct):
+    orders: list[SourceOrder]
+    allowed_changes: SourceAllowance

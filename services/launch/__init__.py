@@ -1,0 +1,1 @@
+"""launch: the orders state plus the polling policy, on app start."""

@@ -1,0 +1,1 @@
+"""orders_state: the poll, the part endpoints and the legacy totw pass-through."""
