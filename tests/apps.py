@@ -7,8 +7,12 @@ from pydantic_settings import BaseSettings
 
 from emulator.app import create_app as create_emulator
 from emulator.config import EmulatorSettings
+from services.launch.app import create_app as create_launch
+from services.launch.config import LaunchSettings
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
+from services.orders_state.app import create_app as create_orders_state
+from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
 
 
@@ -17,10 +21,14 @@ def all_apps() -> list[tuple[str, web.Application]]:
     return [
         ("order_tags", create_order_tags(OrderTagsSettings(service_token="t", redis=redis))),
         ("emulator", create_emulator(EmulatorSettings(service_token="t"))),
+        ("orders_state", create_orders_state(OrdersStateSettings(service_token="t"))),
+        ("launch", create_launch(LaunchSettings(service_token="t"))),
     ]
 
 
 SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
     "order_tags": OrderTagsSettings,
     "emulator": EmulatorSettings,
+    "orders_state": OrdersStateSettings,
+    "launch": LaunchSettings,
 }

@@ -1,0 +1,208 @@
+"""POST /mlutp/v1/orders/state against a real stack: every rule of the SPEC's poll."""
+
+from __future__ import annotations
+
+import redis
+from aiohttp.test_utils import TestClient
+
+from services.order_tags.storage import tags_key
+from tests.services.conftest import client_tag, create, poll
+
+TAXI_TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
+
+
+def all_tags(redis_sync: redis.Redis, orderid: str, service: str = "taxi", age_ms: int = 0) -> dict:
+    """Client tags for every tag_defined part, as if fetched now with the stored contents."""
+    stored = redis_sync.hgetall(tags_key(service, orderid))
+    parts = TAXI_TAG_DEFINED if service == "taxi" else ["full_info"]
+    return {part: client_tag(service, stored.get(part), age_ms) for part in parts}
+
+
+async def test_a_new_order_needs_every_tag_defined_part_by_priority(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="driving")
+    status, body, interval = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    assert status == 200
+    [order] = body["orders"]
+    assert order["orderid"] == orderid and order["status"] == "driving"
+    assert order["update_status"] == "actual"
+    assert order["need_request"] == TAXI_TAG_DEFINED  # route is polled by its own rules
+    assert order["tags"] == {}
+    assert order["short_address"]  # brief fields from the source
+    assert interval == 3000  # taxi driving
+
+
+async def test_unchanged_parts_are_not_needed_and_valid_tags_are_echoed(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    tags = all_tags(redis_sync, orderid, age_ms=60_000)
+    _, body, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags}
+            ]
+        },
+    )
+    [order] = body["orders"]
+    assert order["need_request"] == []
+    assert order["tags"] == tags
+
+
+async def test_a_change_is_needed_once_min_ttl_has_passed(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    fresh, old = all_tags(redis_sync, orderid), all_tags(redis_sync, orderid, age_ms=2_500)
+    await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"comment": "x"}})
+    known = {"orderid": orderid, "service": "taxi", "status": "searching"}
+    _, body, _ = await poll(orders_state, unique, {"known_orders": [{**known, "tags": fresh}]})
+    assert body["orders"][0]["need_request"] == []  # changed, but fetched < 2 s ago
+    _, body, _ = await poll(orders_state, unique, {"known_orders": [{**known, "tags": old}]})
+    assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
+
+
+async def test_force_skips_min_ttl(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    fresh = all_tags(redis_sync, orderid)
+    await emu.post(
+        f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"tips": {"value": 10}}}
+    )
+    _, body, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {
+                    "orderid": orderid,
+                    "service": "taxi",
+                    "status": "searching",
+                    "tags": fresh,
+                    "force": True,
+                }
+            ]
+        },
+    )
+    assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
+
+
+async def test_a_static_part_with_a_valid_tag_is_never_needed(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    tags = all_tags(redis_sync, orderid, age_ms=3_600_000)
+    tags["static"] = client_tag("taxi", "whatever-content", age_ms=3_600_000)
+    _, body, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {
+                    "orderid": orderid,
+                    "service": "taxi",
+                    "status": "searching",
+                    "tags": tags,
+                    "force": True,
+                }
+            ]
+        },
+    )
+    assert "static" not in body["orders"][0]["need_request"]
+
+
+async def test_invalid_tags_and_tags_of_another_policy_version_are_needed_and_not_echoed(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    tags = all_tags(redis_sync, orderid, age_ms=60_000)
+    tags["fast_info"] = "garbage"
+    tags["static"] = "994a307f50.1.dg"  # the deprecated taxi policy version
+    _, body, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags}
+            ]
+        },
+    )
+    [order] = body["orders"]
+    assert order["need_request"] == ["fast_info", "static"]
+    assert "fast_info" not in order["tags"] and "static" not in order["tags"]
+    assert order["tags"]["chat"] == tags["chat"]
+
+
+async def test_a_finished_order_is_left_out(orders_state: TestClient, emu: TestClient, unique: str):
+    orderid = await create(emu, unique, status="transporting")
+    await emu.post(f"/emulator/v1/orders/taxi/{orderid}/advance")  # → complete
+    _, body, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {"orderid": orderid, "service": "taxi", "status": "transporting", "tags": {}}
+            ]
+        },
+    )
+    assert body["orders"] == []
+
+
+async def test_missing_tags_are_created_before_answering(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    redis_sync.delete(tags_key("taxi", orderid))  # expired
+    await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    stored = redis_sync.hgetall(tags_key("taxi", orderid))
+    assert set(stored) == {"fast_info", "rarely_changed", "chat", "slow"}
+
+
+async def test_one_order_tags_call_per_poll_whatever_the_number_of_orders(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    ids = [await create(emu, unique, service) for service in ("taxi", "taxi", "eats")]
+    await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})  # tags exist now
+    redis_sync.config_resetstat()
+    _, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
+    assert sorted(o["orderid"] for o in body["orders"]) == sorted(ids)
+    stats = redis_sync.info("commandstats")
+    assert stats["cmdstat_hgetall"]["calls"] == 3
+    # one pipeline: nothing else reached Redis
+    assert set(stats) <= {"cmdstat_hgetall", "cmdstat_info", "cmdstat_config|resetstat"}
+
+
+async def test_headers_are_forwarded_to_the_sources(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    headers = {"X-Yandex-UID": unique, "User-Agent": "app/5.0", "Accept-Language": "ru",
+               "X-Request-Id": f"rid-{unique}"}  # fmt: skip
+    await orders_state.post(
+        "/mlutp/v1/orders/state", json={"supported_services": ["eats"]}, headers=headers
+    )
+    stats = await (await emu.get("/emulator/v1/stats")).json()
+    assert stats["recent"]["source:eats"][-1]["headers"] == headers
+    await orders_state.post("/mlutp/v1/orders/state", json={"supported_services": ["eats"]},
+                            headers={"X-Yandex-UID": unique})  # fmt: skip
+    stats = await (await emu.get("/emulator/v1/stats")).json()
+    assert len(stats["recent"]["source:eats"][-1]["headers"]["X-Request-Id"]) == 32
+
+
+async def test_no_active_orders_means_a_30_s_interval(orders_state: TestClient, unique: str):
+    status, body, interval = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    assert status == 200 and body["orders"] == []
+    assert interval == 30000
+    assert body["allowed_changes"] == [{"service": "taxi", "can_make_more_orders": True}]
+
+
+async def test_the_interval_is_the_minimum_over_the_orders(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    await create(emu, unique, "taxi", status="transporting")
+    await create(emu, unique, "eats", status="cooking")
+    _, _, interval = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
+    assert interval == 5000

@@ -1,0 +1,108 @@
+"""A source down: stale echo, allowed_changes, ordering kept, nothing moves on recovery."""
+
+from __future__ import annotations
+
+import redis
+from aiohttp.test_utils import TestClient
+
+from tests.services.conftest import create, poll
+
+
+async def fault(emu: TestClient, target: str, mode: str, delay_ms: int = 0) -> None:
+    resp = await emu.post(
+        "/emulator/v1/faults", json={"target": target, "mode": mode, "delay_ms": delay_ms}
+    )
+    assert resp.status == 200
+
+
+async def shown_orders(orders_state: TestClient, user: str) -> list[dict]:
+    _, body, _ = await poll(orders_state, user, {"supported_services": ["taxi", "eats"]})
+    return list(body["orders"])
+
+
+def as_known(orders: list[dict], extra: dict | None = None) -> list[dict]:
+    return [{"orderid": o["orderid"], "service": o["service"], "status": o["status"],
+             "tags": o["tags"], **(extra or {})} for o in orders]  # fmt: skip
+
+
+async def test_a_source_down_gives_stale_echo_and_nothing_moves_when_it_is_back(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    for service in ("taxi", "eats", "taxi", "eats"):
+        await create(emu, unique, service)
+    shown = await shown_orders(orders_state, unique)
+    known = as_known(shown, {"some_field": "echo me"})
+    known[1]["tags"] = {"full_info": "opaque-client-tag"}
+
+    for mode in ("down", "error500", "slow"):
+        await fault(emu, "source:eats", mode, delay_ms=1000)
+        status, body, _ = await poll(
+            orders_state, unique, {"known_orders": known, "supported_services": ["taxi", "eats"]}
+        )
+        assert status == 200
+        assert [o["orderid"] for o in body["orders"]] == [o["orderid"] for o in shown]
+        for order, sent in zip(body["orders"], known, strict=True):
+            if order["service"] == "eats":
+                assert order == {**sent, "need_request": [], "update_status": "stale"}
+            else:
+                assert order["update_status"] == "actual" and "some_field" not in order
+        assert body["allowed_changes"] == [
+            {"service": "taxi", "can_make_more_orders": True},
+            {"service": "eats", "can_make_more_orders": False,
+             "no_more_orders_reason": "service_unavailable"},
+        ]  # fmt: skip
+
+    await fault(emu, "source:eats", "ok")
+    _, body, _ = await poll(orders_state, unique, {"known_orders": known})
+    assert [o["orderid"] for o in body["orders"]] == [o["orderid"] for o in shown]
+    assert {o["update_status"] for o in body["orders"]} == {"actual"}
+
+
+async def test_an_unavailable_source_doubles_the_interval(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    await create(emu, unique, "taxi", status="driving")
+    _, _, normal = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
+    await fault(emu, "source:eats", "error500")
+    _, _, degraded = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
+    assert (normal, degraded) == (3000, 6000)
+
+
+async def test_a_source_is_retried_once_on_5xx(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    await fault(emu, "source:grocery", "error500")
+    before = (await (await emu.get("/emulator/v1/stats")).json())["calls"].get("source:grocery", 0)
+    await poll(orders_state, unique, {"supported_services": ["grocery"]})
+    after = (await (await emu.get("/emulator/v1/stats")).json())["calls"]["source:grocery"]
+    assert after - before == 2
+
+
+async def test_a_slow_source_is_not_retried_and_does_not_hold_the_poll_past_its_deadline(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    await fault(emu, "source:grocery", "slow", delay_ms=3000)
+    before = (await (await emu.get("/emulator/v1/stats")).json())["calls"].get("source:grocery", 0)
+    status, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi", "grocery"]})
+    assert status == 200
+    assert body["allowed_changes"][1]["no_more_orders_reason"] == "service_unavailable"
+    after = (await (await emu.get("/emulator/v1/stats")).json())["calls"]["source:grocery"]
+    assert after - before == 1
+
+
+async def test_another_users_order_ids_reveal_nothing(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    victim = f"{unique}-a"
+    taxi_id = await create(emu, victim, "taxi", status="driving")
+    eats_id = await create(emu, victim, "eats")
+    guessed = [
+        {"orderid": taxi_id, "service": "taxi", "status": "mine?", "tags": {}},
+        {"orderid": eats_id, "service": "eats", "status": "mine?", "tags": {}},
+    ]
+    _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
+    assert body["orders"] == []
+    # with the source down, the attacker only gets back what it sent itself
+    await fault(emu, "source:eats", "down")
+    _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
+    assert body["orders"] == [{**guessed[1], "need_request": [], "update_status": "stale"}]
