@@ -50,7 +50,8 @@ async def state(request):
         async with session.post(url, data=b"{}", headers=uid) as r:
             return decoder.decode(await r.read())
     results = await asyncio.gather(*(source(u) for u in SOURCES))
-    orders = [{"service": s, "orderid": o["orderid"]} for s, res in zip(("taxi", "eats"), results) for o in res["orders"]]
+    orders = [{"service": s, "orderid": o["orderid"]}
+              for s, res in zip(("taxi", "eats"), results) for o in res["orders"]]
     async with session.post(TAGS_URL, data=encoder.encode({"orders": orders}),
                             headers={"Authorization": "Bearer " + TOKEN}) as r:
         tags = decoder.decode(await r.read())
@@ -93,7 +94,7 @@ def main() -> None:
         client = redis.Redis.from_url(stack.redis.url, decode_responses=True)
         known_orders = []
         for service, orderid in known:
-            stored = client.hgetall(f"tags:{{{service}:{orderid}}}")
+            stored: dict[str, str] = client.hgetall(f"tags:{{{service}:{orderid}}}")  # type: ignore[assignment]
             # the steady state: the client holds a valid tag for every part
             tags = {
                 rule.part_name: encode_tag(policy.version(service), stored.get(rule.part_name), 0)
@@ -160,7 +161,8 @@ def main() -> None:
         print(
             f"\norders_state {bff.rps:.0f} rps (p50 {bff.percentile(0.5) * 1000:.2f} ms, "
             f"p99 {bff.percentile(0.99) * 1000:.2f} ms), bare {bare.rps:.0f} rps "
-            f"(p50 {bare.percentile(0.5) * 1000:.2f} ms, p99 {bare.percentile(0.99) * 1000:.2f} ms), "
+            f"(p50 {bare.percentile(0.5) * 1000:.2f} ms, "
+            f"p99 {bare.percentile(0.99) * 1000:.2f} ms), "
             f"ratio {bff.rps / bare.rps:.2f} (goal >= 0.8)"
         )
 
