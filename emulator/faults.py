@@ -42,14 +42,19 @@ class Faults:
     def snapshot(self) -> dict[str, dict[str, object]]:
         return {t: {"mode": f.mode.value, "delay_ms": f.delay_ms} for t, f in self._faults.items()}
 
+    async def hold(self, target: str) -> None:
+        """A slow target holds its answer, already computed from the data as it was when the
+        request came: so a change during the delay is one the answer does not show."""
+        fault = self._faults.get(target)
+        if fault is not None and fault.mode is FaultMode.SLOW:
+            await asyncio.sleep(fault.delay_ms / 1000)
+
     async def apply(self, target: str, request: web.Request) -> None:
-        """Act out the target's fault, if any; returns when the request may be served."""
+        """Act out a failing target's fault, if any; returns when the request may be served."""
         fault = self._faults.get(target)
         if fault is None:
             return
-        if fault.mode is FaultMode.SLOW:
-            await asyncio.sleep(fault.delay_ms / 1000)
-        elif fault.mode is FaultMode.ERROR500:
+        if fault.mode is FaultMode.ERROR500:
             raise web.HTTPInternalServerError(reason=f"injected fault on {target}")
         elif fault.mode is FaultMode.DOWN:
             # the connection dies with no answer, as with a crashed or unreachable host

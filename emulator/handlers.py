@@ -49,8 +49,9 @@ async def _upstream_call(request: web.Request, target: str) -> bytes:
     return body
 
 
-def _respond(request: web.Request, target: str, value: Any) -> web.Response:
+async def _respond(request: web.Request, target: str, value: Any) -> web.Response:
     body = wire.encode(value)
+    await request.app[FAULTS].hold(target)
     request.app[STATS].record_bytes(target, len(body))
     return web.Response(body=body, content_type="application/json")
 
@@ -76,13 +77,13 @@ async def order_source(request: web.Request) -> web.Response:
     else:
         allowed = ew.AllowedChanges(False, "active_orders_limit")
     orders = [ew.SourceOrder(o.orderid, o.status, o.created_at, o.brief()) for o in active]
-    return _respond(request, target, ew.SourceResponse(orders, allowed))
+    return await _respond(request, target, ew.SourceResponse(orders, allowed))
 
 
 async def taxiontheway(request: web.Request) -> web.Response:
     body = wire.decode(_order_request, await _upstream_call(request, "totw"))
     order = _find(request, "taxi", body.orderid, _user_id(request))
-    return _respond(request, "totw", {"orderid": order.orderid, **order.doc})
+    return await _respond(request, "totw", {"orderid": order.orderid, **order.doc})
 
 
 async def order_details(request: web.Request) -> web.Response:
@@ -92,13 +93,13 @@ async def order_details(request: web.Request) -> web.Response:
     target = f"{service}_details"
     body = wire.decode(_order_request, await _upstream_call(request, target))
     order = _find(request, service, body.orderid, _user_id(request))
-    return _respond(request, target, {"orderid": order.orderid, **order.doc})
+    return await _respond(request, target, {"orderid": order.orderid, **order.doc})
 
 
 async def taxiroute(request: web.Request) -> web.Response:
     body = wire.decode(_route_request, await _upstream_call(request, "taxiroute"))
     order = _find(request, "taxi", body.orderid, _user_id(request))
-    return _respond(request, "taxiroute", request.app[WORLD].route(order))
+    return await _respond(request, "taxiroute", request.app[WORLD].route(order))
 
 
 # --- control API -------------------------------------------------------------------------------

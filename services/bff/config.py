@@ -71,7 +71,10 @@ class ProtocolSettings(BaseSettings):
     policy_path: Path = DEFAULT_POLICY_PATH
     source_deadline_s: float = Field(0.25, gt=0)
     tags_deadline_s: float = Field(0.05, gt=0)
-    part_deadline_s: float = Field(1.0, gt=0)
+    # a part upstream call: each attempt times out after part_timeout_s; with its one retry,
+    # an order's fetch ends by part_deadline_s, so a slow order never holds the others longer
+    part_timeout_s: float = Field(1.0, gt=0)
+    part_deadline_s: float = Field(2.1, gt=0)
     min_ttl_s: float = Field(2.0, ge=0)
     degraded_min_ttl_s: float = Field(10.0, ge=0)
     circuit_failures: int = Field(5, ge=1)

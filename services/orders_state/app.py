@@ -1,17 +1,63 @@
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 from aiohttp import web
 
-from services.bff.resources import setup_bff
+from services.bff.resources import BFF_METRICS, POLICY, TAG_CACHE, setup_bff
 from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
+from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
+from services.orders_state.parts import PartService, PartUpstreamClient
+from shared.policy import PolicyError, PollingPolicy
 from shared.web import create_base_app
 
 SERVICE = "orders_state"
+ROUTE_PART_TYPE = "taxiroute"
+LEGACY_PART_TYPE = "totw"
+
+
+def part_upstream_urls(settings: OrdersStateSettings, policy: PollingPolicy) -> dict[str, str]:
+    """The upstream of every part type the policy uses (and totw, for the legacy endpoint);
+    a part type with none stops start-up."""
+    part_types = {endpoint.rule.part_type for endpoint in policy.endpoints} | {LEGACY_PART_TYPE}
+    urls = {}
+    for part_type in sorted(part_types):
+        url = settings.upstreams.part_upstream_url(part_type)
+        if url is None:
+            raise PolicyError(f"part_type {part_type!r} has no upstream")
+        urls[part_type] = url
+    return urls
 
 
 def create_app(settings: OrdersStateSettings) -> web.Application:
     app = create_base_app(SERVICE, settings)
     setup_bff(app, settings)
+    policy = app[POLICY]
+    protocol = settings.protocol
+    urls = part_upstream_urls(settings, policy)
+    app[MAX_PART_ORDERS] = protocol.max_part_orders
+
+    async def parts_ctx(app: web.Application) -> AsyncIterator[None]:
+        upstreams = {
+            part_type: await PartUpstreamClient.create(
+                url, timeout_s=protocol.part_timeout_s, deadline_s=protocol.part_deadline_s
+            )
+            for part_type, url in urls.items()
+        }
+        app[TOTW] = upstreams[LEGACY_PART_TYPE]
+        app[PARTS] = PartService(app[TAG_CACHE], upstreams, app[BFF_METRICS])
+        yield
+        await asyncio.gather(*(client.close() for client in upstreams.values()))
+
+    app.cleanup_ctx.append(parts_ctx)
     app.router.add_post("/mlutp/v1/orders/state", handlers.orders_state)
+    app.router.add_post("/3.0/taxiontheway", handlers.taxiontheway)
+    # every rule's url is served, those of deprecated policy versions too
+    for endpoint in policy.endpoints:
+        if endpoint.rule.part_type == ROUTE_PART_TYPE:
+            app.router.add_post(endpoint.rule.url, handlers.route_handler(endpoint))
+        else:
+            app.router.add_post(endpoint.rule.url, handlers.part_handler(endpoint))
     return app

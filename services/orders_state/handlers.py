@@ -1,14 +1,23 @@
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from services.bff.known_orders import parse_known_orders, queried_services
 from services.bff.resources import ENGINE, LIMITS, POLICY, upstream_headers, user_id
 from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
+from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
+from services.orders_state.parts import parse_part_request
+from services.orders_state.wire import PartResponse, RouteRequest
+from shared.policy import PartEndpoint
 from shared.web import json_response, read_json
 
 _state_request = msgspec.json.Decoder(StateRequest)
+_object = msgspec.json.Decoder(dict[str, Any])
+_route_request = msgspec.json.Decoder(RouteRequest)
 
 
 async def orders_state(request: web.Request) -> web.Response:
@@ -21,4 +30,41 @@ async def orders_state(request: web.Request) -> web.Response:
     return json_response(
         StateResponse(result.orders, result.allowed_changes),
         headers={INTERVAL_HEADER: str(result.interval_ms)},
+    )
+
+
+def part_handler(endpoint: PartEndpoint) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        user_id(request)
+        body = await read_json(request, _object)
+        orders, other = parse_part_request(body, request.app[MAX_PART_ORDERS])
+        parts = await request.app[PARTS].fetch_parts(
+            endpoint, orders, other, upstream_headers(request)
+        )
+        return json_response(PartResponse(parts))
+
+    return handler
+
+
+def route_handler(endpoint: PartEndpoint) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        user_id(request)
+        body = await read_json(request, _route_request)
+        part = await request.app[PARTS].fetch_route(
+            endpoint, msgspec.to_builtins(body), upstream_headers(request)
+        )
+        return json_response(part)
+
+    return handler
+
+
+async def taxiontheway(request: web.Request) -> web.Response:
+    """The legacy endpoint, passed through unchanged: old clients and the load baseline."""
+    user_id(request)
+    body = await request.read()
+    response = await request.app[TOTW].pass_through(body, upstream_headers(request))
+    return web.Response(
+        body=response.body,
+        status=response.status,
+        content_type=response.headers.get("Content-Type", "application/json").split(";")[0],
     )

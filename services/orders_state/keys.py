@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.orders_state.parts import PartService, PartUpstreamClient
+
+PARTS = web.AppKey("parts", PartService)
+TOTW = web.AppKey("totw", PartUpstreamClient)
+MAX_PART_ORDERS = web.AppKey("max_part_orders", int)

@@ -1,0 +1,199 @@
+"""The part endpoints: for each order, first read the content tag, then call the upstream,
+and answer exactly the rule's fields the upstream returned, plus a new tag.
+
+Reading the tag before the data means a change racing with the fetch costs at most one extra
+fetch, never a lost update: the data is at least as new as the tag says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Self
+
+import aiohttp
+import msgspec
+
+from services.bff.metrics import BffMetrics
+from services.bff.tag_cache import TagCache
+from services.orders_state.wire import PartRequest
+from shared import wire
+from shared.errors import BadRequest, ServiceUnavailable
+from shared.http import RetryPolicy, UpstreamClient, UpstreamResponse
+from shared.policy import PartEndpoint
+from shared.protocol.tags import encode_tag
+from shared.wire import OrderKey
+
+log = logging.getLogger("mlutp.parts")
+
+_document = msgspec.json.Decoder(dict[str, Any])
+
+
+class FetchOutcome(StrEnum):
+    OK = "ok"
+    EXPIRED = "expired"  # the upstream does not know the order (for this user): it is gone
+    STALE = "stale"  # the upstream failed; the client keeps what it has and retries
+
+
+@dataclass(frozen=True)
+class Fetched:
+    outcome: FetchOutcome
+    document: dict[str, Any] | None = None
+
+
+class PartUpstreamClient(UpstreamClient):
+    """An upstream of parts (totw, eats or grocery details, taxiroute): one retry on a 5xx,
+    a timeout or a connection error; none on a 4xx."""
+
+    @classmethod
+    async def create(cls, url: str, *, timeout_s: float, deadline_s: float) -> Self:
+        return cls(
+            url,
+            attempt_timeout_s=timeout_s,
+            deadline_s=deadline_s,
+            retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=True),
+        )
+
+    async def fetch(self, body: Mapping[str, Any], headers: dict[str, str]) -> Fetched:
+        try:
+            response = await self.post("", wire.encode(body), headers=headers)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.warning("part upstream failed", extra={"url": self.base_url, "error": repr(exc)})
+            return Fetched(FetchOutcome.STALE)
+        return self._outcome(response)
+
+    def _outcome(self, response: UpstreamResponse) -> Fetched:
+        if response.status == 404:
+            return Fetched(FetchOutcome.EXPIRED)
+        if response.status != 200:
+            return Fetched(FetchOutcome.STALE)
+        try:
+            return Fetched(FetchOutcome.OK, _document.decode(response.body))
+        except msgspec.DecodeError:
+            return Fetched(FetchOutcome.STALE)
+
+    async def pass_through(self, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
+        """The legacy call as it is: same body, same answer."""
+        try:
+            return await self.post("", body, headers=headers)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ServiceUnavailable(
+                f"the upstream did not answer: {exc!r}", code="upstream_unavailable"
+            ) from exc
+
+
+def cut_part(
+    endpoint: PartEndpoint, orderid: str, document: Mapping[str, Any], tag: str
+) -> dict[str, Any]:
+    """Exactly the rule's fields the upstream returned; an absent one means "delete it"."""
+    part: dict[str, Any] = {"orderid": orderid, "tag": tag}
+    for name in endpoint.rule.fields:
+        if name in document:
+            part[name] = document[name]
+    return part
+
+
+def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
+    return {"orderid": orderid, "error": {"update_status": outcome.value}}
+
+
+class PartService:
+    def __init__(
+        self,
+        tag_cache: TagCache,
+        upstreams: Mapping[str, PartUpstreamClient],
+        metrics: BffMetrics,
+    ) -> None:
+        self.tag_cache = tag_cache
+        self.upstreams = upstreams
+        self.metrics = metrics
+
+    async def _content_tags(
+        self, endpoint: PartEndpoint, orderids: Sequence[str]
+    ) -> dict[str, str | None]:
+        """The stored content tag of this part per order; None where unknown (the cache is
+        unavailable, or has none): such a tag never matches, so it is refetched later."""
+        keys = [OrderKey(endpoint.service, orderid) for orderid in orderids]
+        stored = await self.tag_cache.get(keys)
+        part = endpoint.rule.part_name
+        return {
+            key.orderid: (stored.get(key) or {}).get(part) if stored is not None else None
+            for key in keys
+        }
+
+    def _count(self, endpoint: PartEndpoint, outcome: FetchOutcome) -> None:
+        self.metrics.part_upstream.labels(endpoint.service, endpoint.rule.part_name, outcome).inc()
+
+    def count_request(self, endpoint: PartEndpoint) -> None:
+        self.metrics.part_requests.labels(
+            endpoint.service,
+            endpoint.rule.part_name,
+            endpoint.policy_version,
+            str(endpoint.deprecated).lower(),
+        ).inc()
+
+    async def fetch_parts(
+        self,
+        endpoint: PartEndpoint,
+        orders: Sequence[tuple[str, str | None]],
+        other_fields: Mapping[str, Any],
+        headers: dict[str, str],
+    ) -> list[dict[str, Any]]:
+        """`orders` are (orderid, client tag). Fetched in parallel, each on its own deadline."""
+        self.count_request(endpoint)
+        # first the content tags (one batch read), and only then the data
+        contents = await self._content_tags(endpoint, [orderid for orderid, _ in orders])
+        issued_ms = int(time.time() * 1000)
+        upstream = self.upstreams[endpoint.rule.part_type]
+
+        async def one(orderid: str, client_tag: str | None) -> dict[str, Any]:
+            body = {**other_fields, "orderid": orderid}
+            if client_tag is not None:
+                body["tag"] = client_tag
+            fetched = await upstream.fetch(body, headers)
+            self._count(endpoint, fetched.outcome)
+            if fetched.document is None:
+                return error_part(orderid, fetched.outcome)
+            tag = encode_tag(endpoint.policy_version, contents[orderid], issued_ms)
+            return cut_part(endpoint, orderid, fetched.document, tag)
+
+        return list(await asyncio.gather(*(one(orderid, tag) for orderid, tag in orders)))
+
+    async def fetch_route(
+        self, endpoint: PartEndpoint, body: dict[str, Any], headers: dict[str, str]
+    ) -> dict[str, Any]:
+        """The route part: taxiroute proxied for one order. It has no content tag (the
+        client polls it by its own route rules), so its tag's content is unknown."""
+        self.count_request(endpoint)
+        orderid: str = body["orderid"]
+        body = {name: value for name, value in body.items() if value is not None}
+        fetched = await self.upstreams[endpoint.rule.part_type].fetch(body, headers)
+        self._count(endpoint, fetched.outcome)
+        if fetched.document is None:
+            return error_part(orderid, fetched.outcome)
+        tag = encode_tag(endpoint.policy_version, None, int(time.time() * 1000))
+        return cut_part(endpoint, orderid, fetched.document, tag)
+
+
+def parse_part_request(
+    body: Mapping[str, Any], max_orders: int
+) -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
+    """The orders (orderid, client tag) of a part request, and its other fields."""
+    try:
+        request = msgspec.convert(body, PartRequest)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid request: {exc}", code="invalid_request") from exc
+    if not 1 <= len(request.orders) <= max_orders:
+        raise BadRequest(
+            f"a part request takes 1 to {max_orders} orders, not {len(request.orders)}",
+            code="bad_orders_count",
+        )
+    orderids = [order.orderid for order in request.orders]
+    if len(set(orderids)) != len(orderids):
+        raise BadRequest("an order is listed twice", code="duplicate_order")
+    other = {name: value for name, value in body.items() if name != "orders"}
+    return [(order.orderid, order.tag) for order in request.orders], other
