@@ -133,6 +133,34 @@ class ServicePolicy(BaseModel):
     def part_of_field(self) -> dict[str, str]:
         return {name: rule.part_name for rule in self.rules for name in rule.fields}
 
+    @cached_property
+    def versions(self) -> dict[str, tuple[PartRule, ...]]:
+        """Every servable policy version → its rules by ascending priority."""
+        versions = {self.policy_version: self.rules_by_priority}
+        for old in self.deprecated:
+            versions[old.policy_version] = tuple(
+                sorted(old.rules, key=lambda rule: (rule.priority, rule.part_name))
+            )
+        return versions
+
+    @cached_property
+    def _content_sources(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        sources: dict[tuple[str, str], tuple[str, ...]] = {}
+        for version, rules in self.versions.items():
+            for rule in rules:
+                if version == self.policy_version:
+                    sources[(version, rule.part_name)] = (rule.part_name,)
+                else:
+                    owners = {self.part_of_field[f] for f in rule.fields if f in self.part_of_field}
+                    sources[(version, rule.part_name)] = tuple(sorted(owners))
+        return sources
+
+    def content_sources(self, version: str, part_name: str) -> tuple[str, ...]:
+        """The current parts whose content tags tell when this part's data changes: itself
+        for a current part; for a deprecated one, the current parts holding its fields
+        (feature services only tag current parts)."""
+        return self._content_sources.get((version, part_name), ())
+
 
 class PartEndpoint(BaseModel):
     """One servable part URL: the rule, its service and the policy version it belongs to."""

@@ -21,8 +21,9 @@ from services.bff.wire import PolicyRule, SourceOrder, SourceResponse
 from shared.policy import PollingPolicy
 from shared.protocol.allowed_changes import AllowedChange, SourceAllowance, allowed_changes
 from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
-from shared.protocol.need_request import TagTimings, decide_parts
+from shared.protocol.need_request import TagTimings, client_policy_version, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
+from shared.protocol.tags import part_content
 from shared.wire import OrderKey
 
 # keys of a response order that a source's brief fields may not overwrite
@@ -165,11 +166,24 @@ class OrdersStateEngine:
         for (service, source_order), key in zip(listed, keys, strict=True):
             service_policy = self.policy.services[service]
             client = known_by_key.get((service, source_order.orderid))
+            client_tags = client.order.tags if client else {}
+            version = client_policy_version(
+                client_tags, service_policy.versions, service_policy.policy_version
+            )
+            self.metrics.poll_orders.labels(service, version).inc()
+            rules = service_policy.versions[version]
+            stored_parts = stored.get(key) if stored else None
+            contents = {
+                rule.part_name: part_content(
+                    service_policy.content_sources(version, rule.part_name), stored_parts
+                )
+                for rule in rules
+            }
             decision = decide_parts(
-                service_policy.rules_by_priority,
-                service_policy.policy_version,
-                client.order.tags if client else {},
-                stored.get(key) if stored else None,
+                rules,
+                version,
+                client_tags,
+                {part: content for part, content in contents.items() if content is not None},
                 force=client.order.force if client else False,
                 cache_available=cache_available,
                 now_ms=now_ms,

@@ -37,6 +37,10 @@ class BffMetrics:
             "mlutp_polls_in_flight", "orders/state and launch polls being served",
             registry=registry,
         )  # fmt: skip
+        self.poll_orders = Counter(
+            "mlutp_poll_orders", "Actual orders polled, by the client's policy version",
+            ["service", "policy_version"], registry=registry,
+        )  # fmt: skip
         self.part_requests = Counter(
             "mlutp_part_requests", "Part endpoint requests by service, part and policy version",
             ["service", "part", "policy_version", "deprecated"], registry=registry,

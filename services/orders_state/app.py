@@ -47,7 +47,7 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
             for part_type, url in urls.items()
         }
         app[TOTW] = upstreams[LEGACY_PART_TYPE]
-        app[PARTS] = PartService(app[TAG_CACHE], upstreams, app[BFF_METRICS])
+        app[PARTS] = PartService(policy, app[TAG_CACHE], upstreams, app[BFF_METRICS])
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
 

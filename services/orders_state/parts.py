@@ -24,8 +24,8 @@ from services.orders_state.wire import PartRequest
 from shared import wire
 from shared.errors import BadRequest, ServiceUnavailable
 from shared.http import RetryPolicy, UpstreamClient, UpstreamResponse
-from shared.policy import PartEndpoint
-from shared.protocol.tags import encode_tag
+from shared.policy import PartEndpoint, PollingPolicy
+from shared.protocol.tags import encode_tag, part_content
 from shared.wire import OrderKey
 
 log = logging.getLogger("mlutp.parts")
@@ -104,10 +104,12 @@ def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
 class PartService:
     def __init__(
         self,
+        policy: PollingPolicy,
         tag_cache: TagCache,
         upstreams: Mapping[str, PartUpstreamClient],
         metrics: BffMetrics,
     ) -> None:
+        self.policy = policy
         self.tag_cache = tag_cache
         self.upstreams = upstreams
         self.metrics = metrics
@@ -119,11 +121,12 @@ class PartService:
         unavailable, or has none): such a tag never matches, so it is refetched later."""
         keys = [OrderKey(endpoint.service, orderid) for orderid in orderids]
         stored = await self.tag_cache.get(keys)
-        part = endpoint.rule.part_name
-        return {
-            key.orderid: (stored.get(key) or {}).get(part) if stored is not None else None
-            for key in keys
-        }
+        if stored is None:
+            return dict.fromkeys(orderids)
+        sources = self.policy.services[endpoint.service].content_sources(
+            endpoint.policy_version, endpoint.rule.part_name
+        )
+        return {key.orderid: part_content(sources, stored.get(key)) for key in keys}
 
     def _count(self, endpoint: PartEndpoint, outcome: FetchOutcome) -> None:
         self.metrics.part_upstream.labels(endpoint.service, endpoint.rule.part_name, outcome).inc()

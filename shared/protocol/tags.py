@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 MAX_ISSUED_TAG_LENGTH = 128
@@ -82,3 +84,21 @@ def _base36(value: int) -> str:
         out = digits[rest] + out
         if value == 0:
             return out
+
+
+def part_content(sources: tuple[str, ...], stored: Mapping[str, str] | None) -> str | None:
+    """The content tag of a part made of the stored tags of its source parts: the stored tag
+    itself for a current part; a digest of all of them for a part of a deprecated policy
+    version, which so changes whenever any of them does. None when anything is missing."""
+    if not stored or not sources:
+        return None
+    if len(sources) == 1:
+        return stored.get(sources[0])
+    contents = [stored.get(source) for source in sources]
+    if any(content is None for content in contents):
+        return None
+    joined = "|".join(
+        f"{source}={content}" for source, content in zip(sources, contents, strict=True)
+    )
+    digest = hashlib.sha256(joined.encode()).digest()[:18]
+    return "d" + base64.urlsafe_b64encode(digest).decode()
