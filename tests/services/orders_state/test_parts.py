@@ -1,0 +1,292 @@
+"""The part endpoints against the real emulator and Redis (SPEC: Part endpoints)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient
+
+from emulator.keys import STATS
+from shared.protocol.tags import decode_tag
+from tests.services.conftest import POLICY, create, poll
+
+FAST = "/mlutp/v1/taxi/fast_info"
+
+
+async def fetch(
+    client: TestClient, user: str, url: str, body: dict[str, Any], **headers: str
+) -> dict:
+    resp = await client.post(url, json=body, headers={"X-Yandex-UID": user, **headers})
+    assert resp.status == 200, await resp.text()
+    result: dict = await resp.json()
+    return result
+
+
+async def calls(emu: TestClient, target: str) -> int:
+    stats = await (await emu.get("/emulator/v1/stats")).json()
+    count: int = stats["calls"].get(target, 0)
+    return count
+
+
+async def totw(emu: TestClient, user: str, orderid: str) -> dict:
+    resp = await emu.post(
+        "/3.0/taxiontheway", json={"orderid": orderid}, headers={"X-Yandex-UID": user}
+    )
+    doc: dict = await resp.json()
+    return doc
+
+
+async def test_a_part_is_exactly_its_fields_that_the_upstream_returned(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="transporting")  # no cancel_rules any more
+    doc = await totw(emu, unique, orderid)
+    body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    [part] = body["orders"]
+    fields = POLICY.services["taxi"].rules[0].fields
+    assert "cancel_rules" in fields and "cancel_rules" not in doc
+    expected = {name: doc[name] for name in fields if name in doc}
+    assert {k: v for k, v in part.items() if k not in ("orderid", "tag")} == expected
+    assert "cancel_rules" not in part  # absent upstream: absent in the part ("delete it")
+    assert "payment" not in part  # another part's field
+
+
+async def test_the_new_tag_carries_the_stored_content_and_the_policy_version(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    body = await fetch(
+        orders_state, unique, "/mlutp/v1/taxi/chat", {"orders": [{"orderid": orderid}]}
+    )
+    tag = decode_tag(body["orders"][0]["tag"])
+    assert tag is not None
+    assert tag.policy_version == POLICY.version("taxi")
+    assert tag.content == redis_sync.hget(f"tags:{{taxi:{orderid}}}", "chat")
+    # and the poll takes it as up to date
+    _, state, _ = await poll(orders_state, unique, {"known_orders": [
+        {"orderid": orderid, "service": "taxi", "status": "searching",
+         "tags": {"chat": body["orders"][0]["tag"]}}]})  # fmt: skip
+    assert "chat" not in state["orders"][0]["need_request"]
+
+
+async def test_a_change_racing_the_fetch_is_never_lost(
+    orders_state: TestClient, emu: TestClient, unique: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The upstream reads the data, then the change lands (data, then tag), then the answer
+    leaves. Since the content tag was read before the upstream call, the client holds old
+    data under an old tag, so the next poll asks for the part again: one more fetch, and it
+    ends with the new data. Reading the tag after the data would give old data a new tag."""
+    orderid = await create(emu, unique, status="driving")
+    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 400})
+    stats = emu.server.app[STATS]
+    upstream_has_it = asyncio.Event()
+    record_call = stats.record_call
+
+    def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
+        record_call(endpoint, headers, body)
+        if endpoint == "totw":
+            upstream_has_it.set()
+
+    monkeypatch.setattr(stats, "record_call", record_and_tell)
+    in_flight = asyncio.create_task(
+        fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    )
+    async with asyncio.timeout(5):
+        await upstream_has_it.wait()
+    change = await (await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change",
+                                   json={"fields": {"eta": {"minutes": 42}}})).json()  # fmt: skip
+    first = (await in_flight)["orders"][0]
+    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "ok"})
+    assert first["version"] < change["version"]  # the answer was computed before the change
+
+    known = {"orderid": orderid, "service": "taxi", "status": "driving", "force": True}
+    _, state, _ = await poll(
+        orders_state, unique, {"known_orders": [{**known, "tags": {"fast_info": first["tag"]}}]}
+    )
+    assert "fast_info" in state["orders"][0]["need_request"]
+    second = (await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]}))[
+        "orders"
+    ][0]
+    assert second["version"] == change["version"] and second["eta"] == {"minutes": 42}
+    _, state, _ = await poll(
+        orders_state, unique, {"known_orders": [{**known, "tags": {"fast_info": second["tag"]}}]}
+    )
+    assert "fast_info" not in state["orders"][0]["need_request"]
+
+
+async def test_an_upstream_404_is_expired_without_a_retry(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    victim = await create(emu, f"{unique}-a")
+    before = await calls(emu, "totw")
+    body = await fetch(
+        orders_state, f"{unique}-b", FAST, {"orders": [{"orderid": victim}, {"orderid": "gone"}]}
+    )
+    assert body["orders"] == [
+        {"orderid": victim, "error": {"update_status": "expired"}},
+        {"orderid": "gone", "error": {"update_status": "expired"}},
+    ]
+    assert await calls(emu, "totw") - before == 2
+
+
+async def test_upstream_5xx_and_down_are_retried_once_then_stale(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique)
+    for mode in ("error500", "down"):
+        await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": mode})
+        before = await calls(emu, "totw")
+        body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+        assert body["orders"] == [{"orderid": orderid, "error": {"update_status": "stale"}}]
+        assert await calls(emu, "totw") - before == 2, mode
+    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "ok"})
+    body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    assert body["orders"][0]["status"] == "searching"
+
+
+async def test_eats_parts_come_from_eats_details(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique, "eats")
+    before = await calls(emu, "eats_details")
+    body = await fetch(
+        orders_state, unique, "/mlutp/v1/eats/full_info", {"orders": [{"orderid": orderid}]}
+    )
+    [part] = body["orders"]
+    assert part["status"] == "created" and part["items"]
+    assert decode_tag(part["tag"]).content == redis_sync.hget(
+        f"tags:{{eats:{orderid}}}", "full_info"
+    )  # type: ignore[union-attr]
+    assert await calls(emu, "eats_details") - before == 1
+
+
+async def test_headers_body_fields_and_client_tag_reach_the_upstream(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique)
+    request_fields = {
+        "extend_freecars": True,
+        "format_currency": True,
+        "supported": ["feature1"],
+        "position": {"point": [37.5, 55.7], "dx": 1009},
+    }
+    headers = {"User-Agent": "app/1", "X-Request-Id": "r1", "Accept-Language": "en"}
+    body = {**request_fields, "orders": [{"orderid": orderid, "tag": "client-tag"}]}
+    await fetch(orders_state, unique, FAST, body, **headers)
+    stats = await (await emu.get("/emulator/v1/stats")).json()
+    last = stats["recent"]["totw"][-1]
+    assert last["headers"] == {"X-Yandex-UID": unique, **headers}
+    assert last["body"] == {**request_fields, "orderid": orderid, "tag": "client-tag"}
+
+
+async def test_the_route_part_proxies_taxiroute(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="driving")
+    body = await fetch(orders_state, unique, "/mlutp/v1/taxi/route",
+                       {"orderid": orderid, "coordinates": [37.5, 55.7], "timestamp": "t", "use_history": True})  # fmt: skip
+    assert set(body) == {
+        "orderid",
+        "tag",
+        "route",
+        "driver_position",
+        "distance_left_m",
+        "time_left_s",
+    }
+    stats = await (await emu.get("/emulator/v1/stats")).json()
+    assert stats["recent"]["taxiroute"][-1]["body"] == {
+        "orderid": orderid,
+        "coordinates": [37.5, 55.7],
+        "timestamp": "t",
+        "use_history": True,
+    }
+    other = await fetch(orders_state, f"{unique}-x", "/mlutp/v1/taxi/route", {"orderid": orderid})
+    assert other == {"orderid": orderid, "error": {"update_status": "expired"}}
+
+
+async def test_deprecated_version_urls_are_served_and_counted(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="driving")
+    body = await fetch(
+        orders_state, unique, "/mlutp/v0/taxi/main", {"orders": [{"orderid": orderid}]}
+    )
+    [part] = body["orders"]
+    assert part["status"] == "driving" and "payment" in part and "route_sharing_url" not in part
+    assert decode_tag(part["tag"]).policy_version == "994a307f50"  # type: ignore[union-attr]
+    metrics = await (await orders_state.get("/metrics")).text()
+    assert ('mlutp_part_requests_total{deprecated="true",part="main",'
+            'policy_version="994a307f50",service="taxi"} 1.0') in metrics  # fmt: skip
+
+
+async def test_an_old_client_polls_and_fetches_by_its_deprecated_parts(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="driving")
+    parts = {}
+    for name in ("main", "static"):
+        body = await fetch(
+            orders_state, unique, f"/mlutp/v0/taxi/{name}", {"orders": [{"orderid": orderid}]}
+        )
+        parts[name] = body["orders"][0]["tag"]
+    known = {
+        "orderid": orderid,
+        "service": "taxi",
+        "status": "driving",
+        "tags": parts,
+        "force": True,
+    }
+    _, state, _ = await poll(orders_state, unique, {"known_orders": [known]})
+    assert state["orders"][0]["need_request"] == []
+    assert state["orders"][0]["tags"] == parts
+    await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"comment": "x"}})
+    _, state, _ = await poll(orders_state, unique, {"known_orders": [known]})
+    assert state["orders"][0]["need_request"] == ["main"]
+    metrics = await (await orders_state.get("/metrics")).text()
+    assert 'mlutp_poll_orders_total{policy_version="994a307f50",service="taxi"} 2.0' in metrics
+
+
+async def test_with_the_tag_cache_down_data_is_served_under_an_unknown_content_tag(
+    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create(emu, unique)
+    redis_sync.delete(f"tags:{{taxi:{orderid}}}")  # no content stored: as good as unknown
+    body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    tag = decode_tag(body["orders"][0]["tag"])
+    assert tag is not None and tag.content is None
+    assert body["orders"][0]["status"] == "searching"
+
+
+async def test_the_legacy_endpoint_passes_totw_through(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique)
+    resp = await orders_state.post("/3.0/taxiontheway", json={"orderid": orderid},
+                                   headers={"X-Yandex-UID": unique})  # fmt: skip
+    assert resp.status == 200
+    assert await resp.json() == await totw(emu, unique, orderid)
+    resp = await orders_state.post("/3.0/taxiontheway", json={"orderid": "nope"},
+                                   headers={"X-Yandex-UID": unique})  # fmt: skip
+    assert resp.status == 404
+
+
+async def test_part_requests_need_1_to_3_orders_a_user_and_json(
+    orders_state: TestClient, unique: str
+):
+    for orders in ([], [{"orderid": f"o{i}"} for i in range(4)]):
+        resp = await orders_state.post(
+            FAST, json={"orders": orders}, headers={"X-Yandex-UID": unique}
+        )
+        assert resp.status == 400 and (await resp.json())["code"] == "bad_orders_count"
+    for bad in (b"{oops", b"[]", b'{"orders": "x"}', b'{"orders": [{"orderid": 1}]}',
+                b'{"orders": [{"orderid": "a"}, {"orderid": "a"}]}'):  # fmt: skip
+        resp = await orders_state.post(FAST, data=bad, headers={"X-Yandex-UID": unique})
+        assert resp.status == 400, bad
+        assert set(await resp.json()) == {"code", "message"}
+    resp = await orders_state.post(FAST, json={"orders": [{"orderid": "a"}]})
+    assert resp.status == 401
+    resp = await orders_state.post("/3.0/taxiontheway", json={"orderid": "a"})
+    assert resp.status == 401
