@@ -186,8 +186,10 @@ async def test_the_route_part_proxies_taxiroute(
     orders_state: TestClient, emu: TestClient, unique: str
 ):
     orderid = await create(emu, unique, status="driving")
-    body = await fetch(orders_state, unique, "/mlutp/v1/taxi/route",
-                       {"orderid": orderid, "coordinates": [37.5, 55.7], "timestamp": "t", "use_history": True})  # fmt: skip
+    route_request = {"coordinates": [37.5, 55.7], "timestamp": "t", "use_history": True}
+    body = await fetch(
+        orders_state, unique, "/mlutp/v1/taxi/route", {"orderid": orderid, **route_request}
+    )
     assert set(body) == {
         "orderid",
         "tag",
