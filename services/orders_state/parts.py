@@ -30,7 +30,30 @@ from shared.wire import OrderKey
 
 log = logging.getLogger("mlutp.parts")
 
-_document = msgspec.json.Decoder(dict[str, Any])
+
+class FieldCut:
+    """Cuts a part's fields out of an upstream document without building the rest of it:
+    the fields are decoded as raw JSON and written back unparsed."""
+
+    def __init__(self, fields: tuple[str, ...]) -> None:
+        attributes = [f"f{i}" for i in range(len(fields))]
+        self._pairs = list(zip(attributes, fields, strict=True))
+        document_type = msgspec.defstruct(
+            "PartFields",
+            [(name, msgspec.Raw | msgspec.UnsetType, msgspec.UNSET) for name in attributes],
+            rename=dict(self._pairs),
+        )
+        self._decoder = msgspec.json.Decoder(document_type)
+
+    def cut(self, body: bytes) -> dict[str, msgspec.Raw]:
+        """The fields present in the document; raises msgspec.DecodeError on garbage."""
+        document = self._decoder.decode(body)
+        present = {}
+        for attribute, name in self._pairs:
+            value = getattr(document, attribute)
+            if value is not msgspec.UNSET:
+                present[name] = value
+        return present
 
 
 class FetchOutcome(StrEnum):
@@ -42,7 +65,7 @@ class FetchOutcome(StrEnum):
 @dataclass(frozen=True)
 class Fetched:
     outcome: FetchOutcome
-    document: dict[str, Any] | None = None
+    body: bytes | None = None
 
 
 class PartUpstreamClient(UpstreamClient):
@@ -71,10 +94,7 @@ class PartUpstreamClient(UpstreamClient):
             return Fetched(FetchOutcome.EXPIRED)
         if response.status != 200:
             return Fetched(FetchOutcome.STALE)
-        try:
-            return Fetched(FetchOutcome.OK, _document.decode(response.body))
-        except msgspec.DecodeError:
-            return Fetched(FetchOutcome.STALE)
+        return Fetched(FetchOutcome.OK, response.body)
 
     async def pass_through(self, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
         """The legacy call as it is: same body, same answer."""
@@ -84,17 +104,6 @@ class PartUpstreamClient(UpstreamClient):
             raise ServiceUnavailable(
                 f"the upstream did not answer: {exc!r}", code="upstream_unavailable"
             ) from exc
-
-
-def cut_part(
-    endpoint: PartEndpoint, orderid: str, document: Mapping[str, Any], tag: str
-) -> dict[str, Any]:
-    """Exactly the rule's fields the upstream returned; an absent one means "delete it"."""
-    part: dict[str, Any] = {"orderid": orderid, "tag": tag}
-    for name in endpoint.rule.fields:
-        if name in document:
-            part[name] = document[name]
-    return part
 
 
 def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
@@ -113,6 +122,31 @@ class PartService:
         self.tag_cache = tag_cache
         self.upstreams = upstreams
         self.metrics = metrics
+        self._cuts = {
+            endpoint.rule.url: FieldCut(endpoint.rule.fields) for endpoint in policy.endpoints
+        }
+
+    def _part(
+        self,
+        endpoint: PartEndpoint,
+        orderid: str,
+        fetched: Fetched,
+        content: str | None,
+        issued_ms: int,
+    ) -> dict[str, Any]:
+        """Exactly the rule's fields the upstream returned (an absent one means "delete it"),
+        plus the new tag; or the order's error."""
+        if fetched.body is not None:
+            try:
+                fields = self._cuts[endpoint.rule.url].cut(fetched.body)
+            except msgspec.DecodeError:
+                fetched = Fetched(FetchOutcome.STALE)
+            else:
+                self._count(endpoint, fetched.outcome)
+                tag = encode_tag(endpoint.policy_version, content, issued_ms)
+                return {"orderid": orderid, "tag": tag, **fields}
+        self._count(endpoint, fetched.outcome)
+        return error_part(orderid, fetched.outcome)
 
     async def _content_tags(
         self, endpoint: PartEndpoint, orderids: Sequence[str]
@@ -158,11 +192,7 @@ class PartService:
             if client_tag is not None:
                 body["tag"] = client_tag
             fetched = await upstream.fetch(body, headers)
-            self._count(endpoint, fetched.outcome)
-            if fetched.document is None:
-                return error_part(orderid, fetched.outcome)
-            tag = encode_tag(endpoint.policy_version, contents[orderid], issued_ms)
-            return cut_part(endpoint, orderid, fetched.document, tag)
+            return self._part(endpoint, orderid, fetched, contents[orderid], issued_ms)
 
         return list(await asyncio.gather(*(one(orderid, tag) for orderid, tag in orders)))
 
@@ -175,11 +205,7 @@ class PartService:
         orderid: str = body["orderid"]
         body = {name: value for name, value in body.items() if value is not None}
         fetched = await self.upstreams[endpoint.rule.part_type].fetch(body, headers)
-        self._count(endpoint, fetched.outcome)
-        if fetched.document is None:
-            return error_part(orderid, fetched.outcome)
-        tag = encode_tag(endpoint.policy_version, None, int(time.time() * 1000))
-        return cut_part(endpoint, orderid, fetched.document, tag)
+        return self._part(endpoint, orderid, fetched, None, int(time.time() * 1000))
 
 
 def parse_part_request(
