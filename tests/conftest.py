@@ -70,3 +70,17 @@ async def emulator(
 ) -> TestClient:
     """The emulator app on a real port, driver off: tests change orders by hand."""
     return await aiohttp_client(create_emulator(emulator_settings(order_tags_server)))
+
+
+@pytest.fixture
+async def emulator_server(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], order_tags_server: TestServer
+) -> TestServer:
+    return await aiohttp_server(create_emulator(emulator_settings(order_tags_server)))
+
+
+@pytest.fixture
+async def emu(
+    aiohttp_client: Callable[..., Awaitable[TestClient]], emulator_server: TestServer
+) -> TestClient:
+    return await aiohttp_client(emulator_server)

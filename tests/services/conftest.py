@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from emulator.app import create_app as create_emulator
 from services.bff.config import ProtocolSettings, UpstreamSettings
 from services.launch.app import create_app as create_launch
 from services.launch.config import LaunchSettings
@@ -18,25 +17,11 @@ from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
-from tests.conftest import TEST_TOKEN, emulator_settings
+from tests.conftest import TEST_TOKEN
 
 POLICY = load_policy()
 # no jitter: tests compare intervals exactly
 PROTOCOL = ProtocolSettings(interval_jitter=0.0)
-
-
-@pytest.fixture
-async def emulator_server(
-    aiohttp_server: Callable[..., Awaitable[TestServer]], order_tags_server: TestServer
-) -> TestServer:
-    return await aiohttp_server(create_emulator(emulator_settings(order_tags_server)))
-
-
-@pytest.fixture
-async def emu(
-    aiohttp_client: Callable[..., Awaitable[TestClient]], emulator_server: TestServer
-) -> TestClient:
-    return await aiohttp_client(emulator_server)
 
 
 def bff_kwargs(
