@@ -75,6 +75,8 @@ class ProtocolSettings(BaseSettings):
     # an order's fetch ends by part_deadline_s, so a slow order never holds the others longer
     part_timeout_s: float = Field(1.0, gt=0)
     part_deadline_s: float = Field(2.1, gt=0)
+    # part requests of one order arriving together share its content tag read and upstream call
+    coalesce_part_fetches: bool = True
     min_ttl_s: float = Field(2.0, ge=0)
     degraded_min_ttl_s: float = Field(10.0, ge=0)
     circuit_failures: int = Field(5, ge=1)

@@ -45,6 +45,10 @@ class BffMetrics:
             "mlutp_part_requests", "Part endpoint requests by service, part and policy version",
             ["service", "part", "policy_version", "deprecated"], registry=registry,
         )  # fmt: skip
+        self.part_coalesced = Counter(
+            "mlutp_part_coalesced", "Part fetches that joined a running fetch of the same order",
+            ["service", "part"], registry=registry,
+        )  # fmt: skip
         self.part_upstream = Counter(
             "mlutp_part_upstream_orders", "Part fetches per order by outcome",
             ["service", "part", "outcome"], registry=registry,

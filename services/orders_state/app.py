@@ -47,7 +47,13 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
             for part_type, url in urls.items()
         }
         app[TOTW] = upstreams[LEGACY_PART_TYPE]
-        app[PARTS] = PartService(policy, app[TAG_CACHE], upstreams, app[BFF_METRICS])
+        app[PARTS] = PartService(
+            policy,
+            app[TAG_CACHE],
+            upstreams,
+            app[BFF_METRICS],
+            coalesce=protocol.coalesce_part_fetches,
+        )
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
 

@@ -110,6 +110,21 @@ def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
     return {"orderid": orderid, "error": {"update_status": outcome.value}}
 
 
+# part_type, service, orderid, the request's other fields, the user's identity headers
+FetchKey = tuple[str, str, str, bytes, tuple[tuple[str, str], ...]]
+_sorted_json = msgspec.json.Encoder(order="sorted")
+
+
+@dataclass
+class OrderFetch:
+    """One read of an order's content tags, then one upstream call for it."""
+
+    fetched: asyncio.Future[Fetched]
+    stored: dict[str, str] | None = None
+    cache_available: bool = False
+    issued_ms: int = 0
+
+
 class PartService:
     def __init__(
         self,
@@ -117,11 +132,16 @@ class PartService:
         tag_cache: TagCache,
         upstreams: Mapping[str, PartUpstreamClient],
         metrics: BffMetrics,
+        *,
+        coalesce: bool = True,
     ) -> None:
         self.policy = policy
         self.tag_cache = tag_cache
         self.upstreams = upstreams
         self.metrics = metrics
+        self.coalesce = coalesce
+        self._in_flight: dict[FetchKey, OrderFetch] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = {
             endpoint.rule.url: FieldCut(endpoint.rule.fields) for endpoint in policy.endpoints
         }
@@ -148,20 +168,6 @@ class PartService:
         self._count(endpoint, fetched.outcome)
         return error_part(orderid, fetched.outcome)
 
-    async def _content_tags(
-        self, endpoint: PartEndpoint, orderids: Sequence[str]
-    ) -> dict[str, str | None]:
-        """The stored content tag of this part per order; None where unknown (the cache is
-        unavailable, or has none): such a tag never matches, so it is refetched later."""
-        keys = [OrderKey(endpoint.service, orderid) for orderid in orderids]
-        stored = await self.tag_cache.get(keys)
-        if stored is None:
-            return dict.fromkeys(orderids)
-        sources = self.policy.services[endpoint.service].content_sources(
-            endpoint.policy_version, endpoint.rule.part_name
-        )
-        return {key.orderid: part_content(sources, stored.get(key)) for key in keys}
-
     def _count(self, endpoint: PartEndpoint, outcome: FetchOutcome) -> None:
         self.metrics.part_upstream.labels(endpoint.service, endpoint.rule.part_name, outcome).inc()
 
@@ -173,6 +179,17 @@ class PartService:
             str(endpoint.deprecated).lower(),
         ).inc()
 
+    def _key(
+        self,
+        endpoint: PartEndpoint,
+        orderid: str,
+        other_fields: Mapping[str, Any],
+        headers: Mapping[str, str],
+    ) -> FetchKey:
+        identity = tuple(sorted((k, v) for k, v in headers.items() if k != "X-Request-Id"))
+        body = _sorted_json.encode(other_fields)
+        return (endpoint.rule.part_type, endpoint.service, orderid, body, identity)
+
     async def fetch_parts(
         self,
         endpoint: PartEndpoint,
@@ -180,21 +197,74 @@ class PartService:
         other_fields: Mapping[str, Any],
         headers: dict[str, str],
     ) -> list[dict[str, Any]]:
-        """`orders` are (orderid, client tag). Fetched in parallel, each on its own deadline."""
+        """`orders` are (orderid, client tag). Each order's fetch is its content tags, then
+        its upstream call; one that is already running for the same order, user and request
+        is joined instead of repeated, so a client fetching several parts of an order at once
+        costs the upstream one call."""
         self.count_request(endpoint)
-        # first the content tags (one batch read), and only then the data
-        contents = await self._content_tags(endpoint, [orderid for orderid, _ in orders])
-        issued_ms = int(time.time() * 1000)
+        loop = asyncio.get_running_loop()
+        fetches: list[OrderFetch] = []
+        started: list[tuple[str, str | None, OrderFetch, FetchKey]] = []
+        for orderid, client_tag in orders:
+            key = self._key(endpoint, orderid, other_fields, headers)
+            running = self._in_flight.get(key) if self.coalesce else None
+            if running is None:
+                running = OrderFetch(loop.create_future())
+                if self.coalesce:
+                    self._in_flight[key] = running
+                started.append((orderid, client_tag, running, key))
+            else:
+                self.metrics.part_coalesced.labels(endpoint.service, endpoint.rule.part_name).inc()
+            fetches.append(running)
+        if started:
+            # runs on its own: a request that goes away must not fail those that joined it
+            task = asyncio.create_task(
+                self._run(endpoint, started, other_fields, headers), name="part-fetch"
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        results = await asyncio.gather(*(asyncio.shield(fetch.fetched) for fetch in fetches))
+        sources = self.policy.services[endpoint.service].content_sources(
+            endpoint.policy_version, endpoint.rule.part_name
+        )
+        parts = []
+        for (orderid, _), fetch, fetched in zip(orders, fetches, results, strict=True):
+            # unknown content (cache down, or none stored) never matches: refetched later
+            content = part_content(sources, fetch.stored) if fetch.cache_available else None
+            parts.append(self._part(endpoint, orderid, fetched, content, fetch.issued_ms))
+        return parts
+
+    async def _run(
+        self,
+        endpoint: PartEndpoint,
+        started: list[tuple[str, str | None, OrderFetch, FetchKey]],
+        other_fields: Mapping[str, Any],
+        headers: dict[str, str],
+    ) -> None:
         upstream = self.upstreams[endpoint.rule.part_type]
+        try:
+            # first the content tags (one batch read for the request), and only then the data
+            keys = [OrderKey(endpoint.service, orderid) for orderid, _, _, _ in started]
+            stored = await self.tag_cache.get(keys)
+            issued_ms = int(time.time() * 1000)
+            for order_key, (_, _, fetch, _) in zip(keys, started, strict=True):
+                fetch.cache_available = stored is not None
+                fetch.stored = stored.get(order_key) if stored is not None else None
+                fetch.issued_ms = issued_ms
 
-        async def one(orderid: str, client_tag: str | None) -> dict[str, Any]:
-            body = {**other_fields, "orderid": orderid}
-            if client_tag is not None:
-                body["tag"] = client_tag
-            fetched = await upstream.fetch(body, headers)
-            return self._part(endpoint, orderid, fetched, contents[orderid], issued_ms)
+            async def one(orderid: str, client_tag: str | None, fetch: OrderFetch) -> None:
+                body = {**other_fields, "orderid": orderid}
+                if client_tag is not None:
+                    body["tag"] = client_tag
+                fetch.fetched.set_result(await upstream.fetch(body, headers))
 
-        return list(await asyncio.gather(*(one(orderid, tag) for orderid, tag in orders)))
+            await asyncio.gather(*(one(o, t, f) for o, t, f, _ in started))
+        finally:
+            for _, _, fetch, key in started:
+                if not fetch.fetched.done():
+                    fetch.fetched.set_result(Fetched(FetchOutcome.STALE))
+                if self._in_flight.get(key) is fetch:
+                    del self._in_flight[key]
 
     async def fetch_route(
         self, endpoint: PartEndpoint, body: dict[str, Any], headers: dict[str, str]

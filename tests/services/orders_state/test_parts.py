@@ -292,3 +292,35 @@ async def test_part_requests_need_1_to_3_orders_a_user_and_json(
     assert resp.status == 401
     resp = await orders_state.post("/3.0/taxiontheway", json={"orderid": "a"})
     assert resp.status == 401
+
+
+async def test_parts_of_one_order_fetched_together_cost_the_upstream_one_call(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="driving")
+    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 200})
+    before = await calls(emu, "totw")
+    names = ["fast_info", "rarely_changed", "chat", "slow"]
+    answers = await asyncio.gather(*(
+        fetch(orders_state, unique, f"/mlutp/v1/taxi/{name}", {"orders": [{"orderid": orderid}]})
+        for name in names
+    ))  # fmt: skip
+    assert await calls(emu, "totw") - before == 1
+    for name, answer in zip(names, answers, strict=True):
+        [part] = answer["orders"]
+        rule = next(r for r in POLICY.services["taxi"].rules if r.part_name == name)
+        assert set(part) - {"orderid", "tag"} <= set(rule.fields) and len(part) > 2
+        assert decode_tag(part["tag"]) is not None
+
+
+async def test_fetches_of_different_users_are_never_shared(
+    orders_state: TestClient, emu: TestClient, unique: str
+):
+    orderid = await create(emu, unique, status="driving")
+    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 200})
+    body = {"orders": [{"orderid": orderid}]}
+    mine, theirs = await asyncio.gather(
+        fetch(orders_state, unique, FAST, body), fetch(orders_state, f"{unique}-x", FAST, body)
+    )
+    assert mine["orders"][0]["status"] == "driving"
+    assert theirs["orders"] == [{"orderid": orderid, "error": {"update_status": "expired"}}]
