@@ -158,7 +158,9 @@ async def set_fault(request: web.Request) -> web.Response:
 
 
 async def get_stats(request: web.Request) -> web.Response:
-    return json_response(request.app[STATS].snapshot())
+    snapshot = request.app[STATS].snapshot()
+    snapshot["active_orders"] = len(request.app[WORLD].all_active())
+    return json_response(snapshot)
 
 
 async def set_driver(request: web.Request) -> web.Response:

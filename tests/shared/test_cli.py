@@ -10,8 +10,8 @@ import urllib.request
 
 import psutil
 
-from shared.cli import STACK
 from shared.embedded_redis import free_port
+from shared.stack import STACK
 
 
 def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:

@@ -1,0 +1,415 @@
+"""`mlutp loadtest`: N simulated clients against a stack of its own, in the legacy mode and in
+the new scheme, one after the other on the same order population and change profile, then a
+summary table and a report (JSON and PNG plots).
+
+Measured per phase, after a warm-up:
+- heavy upstream calls (totw, eats and grocery details) per active order-minute, from the
+  emulator's stats;
+- downlink bytes per client-minute (response bodies);
+- freshness: from a data change (the emulator's record) to the client holding that version;
+- poll latency (orders/state in the new scheme, the document call in the legacy one);
+- errors.
+`--fault redis` adds a phase of the new scheme with Redis killed, `--fault source:eats` one
+with that order source down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+import uvloop
+
+from client.client import ClientOptions, ClientStats, MlutpClient
+from client.legacy import LegacyClient
+from shared.stack import Stack, free_ports_env
+
+HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")
+FAULTS = ("redis", "source:eats")
+# changes this close to a phase's end may not be seen before it: left out of freshness
+FRESHNESS_CUTOFF_S = 12.0
+
+
+class SimulatedClient(Protocol):
+    stats: ClientStats
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+@dataclass
+class LoadtestConfig:
+    clients: int = 100
+    duration_s: float = 60.0
+    warmup_s: float = 15.0
+    ios_share: float = 0.5
+    faults: tuple[str, ...] = ()
+    time_scale: float = 1.0
+    out_dir: Path = Path("reports/loadtest")
+    progress: bool = True
+    seed: int = 1
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    clients: int
+    seconds: float
+    active_order_minutes: float
+    heavy_calls: int
+    heavy_calls_per_order_minute: float
+    bytes_per_client_minute: float
+    requests: int
+    errors: int
+    poll_latency_ms: dict[str, float]
+    freshness_s: dict[str, float]
+    changes_measured: int
+    changes_unseen: int
+    timeline: list[dict[str, float]] = field(default_factory=list)
+    freshness_points: list[tuple[float, float]] = field(default_factory=list)
+
+
+def percentiles(values: list[float], scale: float = 1.0) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * scale, 3)
+
+    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99)}
+
+
+class VersionLog:
+    """When each client first held each version of each order."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+
+    def record(self, service: str, orderid: str, version: int, at: float) -> None:
+        self.seen[(service, orderid)].append((version, at))
+
+    def first_seen(self, service: str, orderid: str, version: int, after: float) -> float | None:
+        for seen_version, at in self.seen.get((service, orderid), ()):
+            if seen_version >= version and at >= after:
+                return at
+        return None
+
+
+async def emulator_get(session: aiohttp.ClientSession, url: str) -> dict[str, Any]:
+    async with session.get(url) as response:
+        result: dict[str, Any] = await response.json()
+        return result
+
+
+async def set_fault(session: aiohttp.ClientSession, emulator: str, target: str, mode: str) -> None:
+    async with session.post(
+        f"{emulator}/emulator/v1/faults", json={"target": target, "mode": mode}
+    ) as response:
+        response.raise_for_status()
+
+
+def make_clients(
+    mode: str, stack: Stack, session: aiohttp.ClientSession, config: LoadtestConfig, log: VersionLog
+) -> list[SimulatedClient]:
+    rng = random.Random(config.seed)
+    launch_url = f"{stack.url('launch')}/4.0/launch"
+    emulator = stack.url("emulator")
+    clients: list[SimulatedClient] = []
+    for index in range(config.clients):
+        user = f"demo-user-{index + 1}"
+        if mode == "legacy":
+            ios = rng.random() < config.ios_share
+            clients.append(LegacyClient(
+                session, launch_url=launch_url, user_id=user, period_s=5.0 if ios else 10.0,
+                document_urls={
+                    "taxi": f"{stack.url('orders_state')}/3.0/taxiontheway",
+                    "eats": f"{emulator}/eats/v1/orders/details",
+                    "grocery": f"{emulator}/grocery/v1/orders/details",
+                },
+                on_version_seen=log.record,
+            ))  # fmt: skip
+        else:
+            clients.append(MlutpClient(
+                session, launch_url=launch_url, orders_state_url=stack.url("orders_state"),
+                user_id=user, options=ClientOptions(poll_route=False),
+                on_version_seen=log.record, rng=random.Random(config.seed + index),
+            ))  # fmt: skip
+    return clients
+
+
+async def run_phase(
+    name: str,
+    mode: str,
+    fault: str | None,
+    stack: Stack,
+    session: aiohttp.ClientSession,
+    config: LoadtestConfig,
+    tick: Any,
+) -> PhaseResult:
+    emulator = stack.url("emulator")
+    log = VersionLog()
+    clients = make_clients(mode, stack, session, config, log)
+    stop = asyncio.Event()
+
+    async def start(client: SimulatedClient, delay: float) -> None:
+        await asyncio.sleep(delay)  # apps start at different moments
+        await client.run(stop)
+
+    spread = min(config.warmup_s, 5.0)
+    tasks = [
+        asyncio.create_task(start(c, spread * i / max(1, len(clients))))
+        for i, c in enumerate(clients)
+    ]
+    try:
+        for _ in range(int(config.warmup_s)):
+            await asyncio.sleep(1)
+            tick()
+        # the measured part starts here
+        for client in clients:
+            client.stats = ClientStats()
+        if fault == "redis" and stack.redis is not None:
+            await asyncio.to_thread(stack.redis.stop)
+        elif fault is not None:
+            await set_fault(session, emulator, fault, "down")
+        stats0 = await emulator_get(session, f"{emulator}/emulator/v1/stats")
+        changes0 = await emulator_get(session, f"{emulator}/emulator/v1/changes?since=0")
+        seq0 = changes0["changes"][-1]["seq"] if changes0["changes"] else 0
+        started = time.time()
+        timeline: list[dict[str, float]] = []
+        previous = stats0
+        active_order_seconds = 0.0
+        for second in range(int(config.duration_s)):
+            await asyncio.sleep(1)
+            tick()
+            stats = await emulator_get(session, f"{emulator}/emulator/v1/stats")
+            heavy = sum(
+                stats["calls"].get(t, 0) - previous["calls"].get(t, 0) for t in HEAVY_TARGETS
+            )
+            active_order_seconds += stats["active_orders"]
+            timeline.append(
+                {"t": second + 1, "heavy_calls": heavy, "active_orders": stats["active_orders"]}
+            )
+            previous = stats
+        ended = time.time()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if fault == "redis" and stack.redis is not None:
+            await asyncio.to_thread(stack.redis.start)
+        elif fault is not None:
+            await set_fault(session, emulator, fault, "ok")
+
+    heavy_calls = sum(
+        previous["calls"].get(t, 0) - stats0["calls"].get(t, 0) for t in HEAVY_TARGETS
+    )
+    order_minutes = active_order_seconds / 60
+    changes = (await emulator_get(session, f"{emulator}/emulator/v1/changes?since={seq0}"))[
+        "changes"
+    ]
+    delays: list[float] = []
+    points: list[tuple[float, float]] = []
+    unseen = 0
+    for change in changes:
+        if change["at"] > ended - FRESHNESS_CUTOFF_S:
+            continue
+        seen = log.first_seen(
+            change["service"], change["orderid"], change["version"], change["at"] - 1
+        )
+        if seen is None:
+            unseen += 1
+            continue
+        delay = max(0.0, seen - change["at"])
+        delays.append(delay)
+        points.append((round(change["at"] - started, 3), round(delay, 3)))
+    seconds = ended - started
+    latencies = [lat for c in clients for lat in c.stats.poll_latencies]
+    return PhaseResult(
+        name=name,
+        clients=len(clients),
+        seconds=round(seconds, 1),
+        active_order_minutes=round(order_minutes, 2),
+        heavy_calls=heavy_calls,
+        heavy_calls_per_order_minute=round(heavy_calls / order_minutes, 3) if order_minutes else 0,
+        bytes_per_client_minute=round(
+            sum(c.stats.bytes_received for c in clients) / (len(clients) * seconds / 60), 1
+        ),
+        requests=sum(c.stats.requests for c in clients),
+        errors=sum(c.stats.errors for c in clients),
+        poll_latency_ms=percentiles(latencies, 1000),
+        freshness_s=percentiles(delays),
+        changes_measured=len(delays),
+        changes_unseen=unseen,
+        timeline=timeline,
+        freshness_points=points,
+    )
+
+
+def ratios(phases: dict[str, PhaseResult]) -> dict[str, float]:
+    legacy, new = phases["legacy"], phases["mlutp"]
+    result = {
+        "heavy_calls_per_order_minute": new.heavy_calls_per_order_minute
+        / max(legacy.heavy_calls_per_order_minute, 1e-9),
+        "bytes_per_client_minute": new.bytes_per_client_minute
+        / max(legacy.bytes_per_client_minute, 1e-9),
+        "freshness_p95": new.freshness_s["p95"] / max(legacy.freshness_s["p95"], 1e-9),
+    }
+    if "mlutp_redis_down" in phases:
+        result["redis_down_heavy_calls_per_order_minute"] = phases[
+            "mlutp_redis_down"
+        ].heavy_calls_per_order_minute / max(legacy.heavy_calls_per_order_minute, 1e-9)
+    return {k: round(v, 3) for k, v in result.items()}
+
+
+def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float]) -> str:
+    header = (
+        f"{'phase':<24}{'heavy/order-min':>16}{'bytes/client-min':>18}{'fresh p50':>11}"
+        f"{'p95':>8}{'p99':>8}{'poll p50 ms':>13}{'p99 ms':>9}{'errors':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    for phase in phases.values():
+        lines.append(
+            f"{phase.name:<24}{phase.heavy_calls_per_order_minute:>16.2f}"
+            f"{phase.bytes_per_client_minute:>18.0f}{phase.freshness_s['p50']:>11.2f}"
+            f"{phase.freshness_s['p95']:>8.2f}{phase.freshness_s['p99']:>8.2f}"
+            f"{phase.poll_latency_ms['p50']:>13.1f}{phase.poll_latency_ms['p99']:>9.1f}"
+            f"{phase.errors:>8}"
+        )
+    lines.append("")
+    goals = {
+        "heavy_calls_per_order_minute": "goal <= 0.2",
+        "bytes_per_client_minute": "goal <= 0.1",
+        "freshness_p95": "goal <= 1.0",
+        "redis_down_heavy_calls_per_order_minute": "goal <= 1.0",
+    }
+    for key, value in ratio.items():
+        lines.append(f"new / legacy {key:<42} {value:>7.3f}   ({goals[key]})")
+    return "\n".join(lines)
+
+
+def write_plots(phases: dict[str, PhaseResult], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    figure, axis = plt.subplots(figsize=(9, 4.5))
+    for phase in phases.values():
+        xs = [p["t"] for p in phase.timeline]
+        ys = [p["heavy_calls"] / max(p["active_orders"], 1) * 60 for p in phase.timeline]
+        axis.plot(xs, ys, label=phase.name, linewidth=1)
+    axis.set_xlabel("seconds into the measured phase")
+    axis.set_ylabel("heavy upstream calls per order-minute")
+    axis.set_title("Upstream load (totw + details)")
+    axis.legend()
+    figure.tight_layout()
+    path = out_dir / "upstream_load.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    files.append(path.name)
+
+    figure, axis = plt.subplots(figsize=(9, 4.5))
+    for phase in phases.values():
+        if phase.freshness_points:
+            axis.scatter(
+                [at for at, _ in phase.freshness_points],
+                [delay for _, delay in phase.freshness_points],
+                s=4, alpha=0.5, label=phase.name,
+            )  # fmt: skip
+    axis.set_xlabel("time of the data change, seconds into the phase")
+    axis.set_ylabel("seconds until the client held it")
+    axis.set_title("Freshness")
+    axis.legend()
+    figure.tight_layout()
+    path = out_dir / "freshness.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    files.append(path.name)
+    return files
+
+
+async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    env: dict[str, str] = dict(os.environ)
+    env.pop("REDIS_URL", None)  # a Redis of its own, so that --fault redis harms nobody
+    env.pop("REDIS_CLUSTER_NODES", None)
+    env.update(free_ports_env())
+    env.update({
+        "LOG_LEVEL": "ERROR",
+        "EMULATOR_DRIVER_ENABLED": "true",
+        "EMULATOR_DRIVER_POPULATION": str(config.clients),
+        "EMULATOR_DRIVER_TIME_SCALE": str(config.time_scale),
+    })  # fmt: skip
+    plan: list[tuple[str, str, str | None]] = [
+        ("legacy", "legacy", None),
+        ("mlutp", "mlutp", None),
+    ]
+    for fault_name in config.faults:
+        plan.append((f"mlutp_{fault_name.replace(':', '_')}_down", "mlutp", fault_name))
+    total = int(len(plan) * (config.warmup_s + config.duration_s))
+    stack = Stack(env)
+    phases: dict[str, PhaseResult] = {}
+    connector = aiohttp.TCPConnector(limit=0)
+    with tqdm(total=total, unit="s", disable=not config.progress, file=sys.stderr) as bar:
+        try:
+            await stack.start()
+            async with aiohttp.ClientSession(connector=connector) as session:
+                for name, mode, fault in plan:
+                    bar.set_description(name)
+                    phases[name] = await run_phase(
+                        name, mode, fault, stack, session, config, lambda: bar.update(1)
+                    )
+        finally:
+            await stack.close()
+    ratio = ratios(phases)
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(phases, config.out_dir)
+    report = {
+        "config": {**asdict(config), "out_dir": str(config.out_dir)},
+        "profile": "EMULATOR_DRIVER_* defaults (README: the change profile)",
+        "phases": {name: asdict(phase) for name, phase in phases.items()},
+        "ratios_new_over_legacy": ratio,
+        "plots": plots,
+    }
+    (config.out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    print(summary_table(phases, ratio))
+    print(f"\nreport: {config.out_dir / 'report.json'}, plots: {', '.join(plots)}")
+    return report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clients", type=int, default=100, help="simulated clients (users)")
+    parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per phase")
+    parser.add_argument("--warmup", type=float, default=15.0, help="unmeasured seconds per phase")
+    parser.add_argument("--ios-share", type=float, default=0.5,
+                        help="legacy clients polling every 5 s; the rest every 10 s")  # fmt: skip
+    parser.add_argument("--fault", action="append", choices=FAULTS, default=[],
+                        help="add a phase of the new scheme with this fault")  # fmt: skip
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="run the change profile this many times faster")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=None, help="report folder")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    out = args.out or Path("reports") / time.strftime("loadtest-%Y%m%d-%H%M%S")
+    config = LoadtestConfig(
+        clients=args.clients, duration_s=args.duration, warmup_s=args.warmup,
+        ios_share=args.ios_share, faults=tuple(args.fault), time_scale=args.time_scale,
+        out_dir=out, progress=not args.no_progress,
+    )  # fmt: skip
+    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    with runner:
+        runner.run(run_loadtest(config))
+    return 0

@@ -1,0 +1,119 @@
+"""The whole stack as processes on one machine: embedded Redis (unless REDIS_URL is given)
+and every service, each waited for on /ping, stopped in reverse order. Used by `mlutp run`,
+`mlutp loadtest` and the tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+
+from shared.config import DEFAULT_PORTS
+from shared.embedded_redis import EmbeddedRedis, free_port
+
+DEV_SERVICE_TOKEN = "dev-token"
+
+
+@dataclass(frozen=True)
+class StackService:
+    name: str
+    module: str
+    port_env: str
+    # variables the other services find this one by, all pointing at its URL
+    url_envs: tuple[str, ...] = ()
+
+    def port(self, env: Mapping[str, str]) -> int:
+        return int(env.get(self.port_env, DEFAULT_PORTS[self.name]))
+
+    def url(self, env: Mapping[str, str]) -> str:
+        return f"http://127.0.0.1:{self.port(env)}"
+
+
+# in start order: each one's dependencies come before it
+STACK = (
+    StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT", ("ORDER_TAGS_URL",)),
+    StackService("emulator", "emulator", "EMULATOR_PORT", ("EMULATOR_URL",)),
+    StackService("orders_state", "services.orders_state", "ORDERS_STATE_PORT"),
+    StackService("launch", "services.launch", "LAUNCH_PORT"),
+)
+
+
+def free_ports_env(services: Sequence[StackService] = STACK) -> dict[str, str]:
+    """Every service on a free loopback port: a stack that touches nobody else's."""
+    return {service.port_env: str(free_port()) for service in services}
+
+
+async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s: float) -> None:
+    """Until `/ping` answers 200; fails at once if the process dies first."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as session:
+        while True:
+            if process.returncode is not None:
+                raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(f"{url}/ping") as response:
+                    if response.status == 200:
+                        return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url}/ping did not answer within {timeout_s} s")
+            # nothing to await but the port itself: poll it
+            await asyncio.sleep(0.05)
+
+
+class Stack:
+    def __init__(self, env: Mapping[str, str], services: Sequence[StackService] = STACK) -> None:
+        self.services = services
+        self.env = dict(env)
+        self.env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
+        for service in services:
+            for name in service.url_envs:
+                self.env.setdefault(name, service.url(self.env))
+        self.redis: EmbeddedRedis | None = None
+        self.processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
+
+    def url(self, name: str) -> str:
+        return next(s for s in self.services if s.name == name).url(self.env)
+
+    async def start(self, ready_timeout_s: float = 30.0) -> None:
+        """Start everything and wait for every /ping; RuntimeError if something fails."""
+        if not self.env.get("REDIS_URL") and not self.env.get("REDIS_CLUSTER_NODES"):
+            self.redis = EmbeddedRedis()
+            await asyncio.to_thread(self.redis.start)
+            self.env["REDIS_URL"] = self.redis.url
+        for service in self.services:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", service.module, env=self.env
+            )
+            self.processes.append((service, process))
+            await wait_for_ping(service.url(self.env), process, ready_timeout_s)
+
+    async def wait_for_exit(self) -> list[str]:
+        """Until any process exits; the names of those that did."""
+        exits = [asyncio.ensure_future(process.wait()) for _, process in self.processes]
+        try:
+            await asyncio.wait(exits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in exits:
+                waiter.cancel()
+        return [s.name for s, p in self.processes if p.returncode is not None]
+
+    async def close(self) -> None:
+        # reverse order: front services finish their in-flight requests while backends run
+        for _, process in reversed(self.processes):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(process.wait(), 15)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+        self.processes.clear()
+        if self.redis is not None:
+            await asyncio.to_thread(self.redis.close)
+            self.redis = None
