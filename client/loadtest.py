@@ -254,23 +254,31 @@ async def run_phase(
     )
 
 
-def ratios(phases: dict[str, PhaseResult]) -> dict[str, float]:
+def _ratio(new: float, legacy: float) -> float | None:
+    """new ÷ legacy, or None when the legacy phase measured nothing to compare with."""
+    return round(new / legacy, 3) if legacy > 0 else None
+
+
+def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
     legacy, new = phases["legacy"], phases["mlutp"]
     result = {
-        "heavy_calls_per_order_minute": new.heavy_calls_per_order_minute
-        / max(legacy.heavy_calls_per_order_minute, 1e-9),
-        "bytes_per_client_minute": new.bytes_per_client_minute
-        / max(legacy.bytes_per_client_minute, 1e-9),
-        "freshness_p95": new.freshness_s["p95"] / max(legacy.freshness_s["p95"], 1e-9),
+        "heavy_calls_per_order_minute": _ratio(
+            new.heavy_calls_per_order_minute, legacy.heavy_calls_per_order_minute
+        ),
+        "bytes_per_client_minute": _ratio(
+            new.bytes_per_client_minute, legacy.bytes_per_client_minute
+        ),
+        "freshness_p95": _ratio(new.freshness_s["p95"], legacy.freshness_s["p95"]),
     }
     if "mlutp_redis_down" in phases:
-        result["redis_down_heavy_calls_per_order_minute"] = phases[
-            "mlutp_redis_down"
-        ].heavy_calls_per_order_minute / max(legacy.heavy_calls_per_order_minute, 1e-9)
-    return {k: round(v, 3) for k, v in result.items()}
+        result["redis_down_heavy_calls_per_order_minute"] = _ratio(
+            phases["mlutp_redis_down"].heavy_calls_per_order_minute,
+            legacy.heavy_calls_per_order_minute,
+        )
+    return result
 
 
-def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float]) -> str:
+def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]) -> str:
     header = (
         f"{'phase':<24}{'heavy/order-min':>16}{'bytes/client-min':>18}{'fresh p50':>11}"
         f"{'p95':>8}{'p99':>8}{'poll p50 ms':>13}{'p99 ms':>9}{'errors':>8}"
@@ -292,7 +300,8 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float]) -> st
         "redis_down_heavy_calls_per_order_minute": "goal <= 1.0",
     }
     for key, value in ratio.items():
-        lines.append(f"new / legacy {key:<42} {value:>7.3f}   ({goals[key]})")
+        shown = f"{value:>7.3f}" if value is not None else "    n/a"
+        lines.append(f"new / legacy {key:<42} {shown}   ({goals[key]})")
     return "\n".join(lines)
 
 
@@ -329,7 +338,8 @@ def write_plots(phases: dict[str, PhaseResult], out_dir: Path) -> list[str]:
     axis.set_xlabel("time of the data change, seconds into the phase")
     axis.set_ylabel("seconds until the client held it")
     axis.set_title("Freshness")
-    axis.legend()
+    if any(phase.freshness_points for phase in phases.values()):
+        axis.legend()
     figure.tight_layout()
     path = out_dir / "freshness.png"
     figure.savefig(path, dpi=100)

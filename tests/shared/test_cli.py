@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 
 import psutil
@@ -14,7 +15,7 @@ from shared.embedded_redis import free_port
 from shared.stack import STACK
 
 
-def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:
+def stack_env() -> tuple[dict[str, str], dict[str, int]]:
     env = dict(os.environ)
     env.pop("REDIS_URL", None)
     env.pop("REDIS_CLUSTER_NODES", None)
@@ -22,6 +23,39 @@ def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:
     ports = {service.name: free_port() for service in STACK}
     for service in STACK:
         env[service.port_env] = str(ports[service.name])
+    return env, ports
+
+
+def test_mlutp_run_with_clients_prints_a_live_summary() -> None:
+    env, _ = stack_env()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shared.cli", "run", "--with-clients", "3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    # bounded: a stack that never prints is killed, and the test fails
+    watchdog = threading.Timer(90, process.kill)
+    watchdog.start()
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("clients 3"):
+                assert "orders" in line and "req/s" in line and "errors 0" in line
+                break
+        else:
+            raise AssertionError("no live summary")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
+
+
+def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:
+    env, ports = stack_env()
     process = subprocess.Popen(
         [sys.executable, "-m", "shared.cli", "run"],
         env=env,

@@ -1,0 +1,49 @@
+"""A short `mlutp loadtest` run: it brings up a stack of its own, runs every phase (a Redis
+fault included) and writes a well-formed report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from client.loadtest import LoadtestConfig, run_loadtest
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+async def test_a_short_loadtest_writes_a_well_formed_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = LoadtestConfig(
+        clients=4, duration_s=6, warmup_s=2, ios_share=1.0, faults=("redis",),
+        time_scale=30, out_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    report = await run_loadtest(config)
+
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written == json.loads(json.dumps(report))
+    assert set(written["phases"]) == {"legacy", "mlutp", "mlutp_redis_down"}
+    for phase in written["phases"].values():
+        assert phase["clients"] == 4
+        assert phase["requests"] > 0
+        assert phase["active_order_minutes"] > 0
+        assert len(phase["timeline"]) == 6
+        assert set(phase["freshness_s"]) == {"p50", "p95", "p99"}
+        assert set(phase["poll_latency_ms"]) == {"p50", "p95", "p99"}
+    assert set(written["ratios_new_over_legacy"]) == {
+        "heavy_calls_per_order_minute",
+        "bytes_per_client_minute",
+        "freshness_p95",
+        "redis_down_heavy_calls_per_order_minute",
+    }
+    # every legacy client polled its order at least once in 6 s: the ratios are numbers
+    assert written["phases"]["legacy"]["heavy_calls"] > 0
+    assert all(isinstance(v, float) for k, v in written["ratios_new_over_legacy"].items()
+               if k != "freshness_p95")  # fmt: skip
+    for name in written["plots"]:
+        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+    out = capsys.readouterr().out
+    assert "new / legacy heavy_calls_per_order_minute" in out
+    assert "mlutp_redis_down" in out
