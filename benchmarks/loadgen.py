@@ -20,6 +20,18 @@ class LoadResult:
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
 
+    def add(self, other: LoadResult) -> None:
+        self.requests += other.requests
+        self.errors += other.errors
+        self.seconds += other.seconds
+        self.latencies.extend(other.latencies)
+
+    def line(self, name: str) -> str:
+        return (
+            f"{name:15s} {self.rps:7.0f} rps  p50 {self.percentile(0.5) * 1000:6.2f} ms  "
+            f"p99 {self.percentile(0.99) * 1000:6.2f} ms  errors {self.errors}"
+        )
+
     def percentile(self, q: float) -> float:
         if not self.latencies:
             return 0.0

@@ -15,8 +15,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import redis
@@ -24,6 +22,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, run_load
+from benchmarks.stack import wait_http
 from shared.embedded_redis import EmbeddedRedis, free_port
 
 TOKEN = "bench-token"
@@ -76,21 +75,6 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print
 """
 
 
-def wait_ping(port: int, path: str = "/ping", timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="GET")
-            with urllib.request.urlopen(request, timeout=1):
-                return
-        except urllib.error.HTTPError:
-            return  # the server answers: it is up
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     # CPU 0 for the server under test; the load generator takes CPU 1
     return subprocess.Popen(["taskset", "-c", "0", *args], env=env)
@@ -126,8 +110,8 @@ def main() -> None:
         start([sys.executable, "-c", BARE_SERVER, str(bare_port), server.url], env),
     ]
     try:
-        wait_ping(service_port)
-        wait_ping(bare_port, "/v1/tags/get")
+        wait_http(f"http://127.0.0.1:{service_port}/ping")
+        wait_http(f"http://127.0.0.1:{bare_port}/v1/tags/get")
         auth = {"Authorization": f"Bearer {TOKEN}"}
         measure(service_port, 1.0, auth)  # warm-up
         measure(bare_port, 1.0, {})
@@ -140,16 +124,11 @@ def main() -> None:
                 reads = client.info("stats")["total_reads_processed"]
                 hgetall = stats.get("cmdstat_hgetall", {}).get("calls", 0)
                 print(
-                    f"round {round_no + 1} {name:8s} {result.rps:8.0f} rps  "
-                    f"p50 {result.percentile(0.5) * 1000:5.2f} ms  "
-                    f"p99 {result.percentile(0.99) * 1000:5.2f} ms  errors {result.errors}  "
+                    f"round {round_no + 1} {result.line(name)}  "
                     f"redis cmds/req {hgetall / max(result.requests, 1):.2f}  "
                     f"redis reads/req {reads / max(result.requests, 1):.2f}"
                 )
-                total = totals[name]
-                total.requests += result.requests
-                total.errors += result.errors
-                total.seconds += result.seconds
+                totals[name].add(result)
         ratio = totals["service"].rps / totals["bare"].rps
         print(
             f"\norder_tags service {totals['service'].rps:.0f} rps, bare handler "

@@ -146,17 +146,11 @@ def main() -> None:
                                if k != "cmdstat_config|resetstat")  # fmt: skip
                 reads = client.info("stats")["total_reads_processed"]
                 print(
-                    f"round {round_no + 1} {name:12s} {result.rps:7.0f} rps  "
-                    f"p50 {result.percentile(0.5) * 1000:6.2f} ms  "
-                    f"p99 {result.percentile(0.99) * 1000:6.2f} ms  errors {result.errors}  "
+                    f"round {round_no + 1} {result.line(name)}  "
                     f"redis cmds/poll {commands / max(result.requests, 1):.2f}  "
                     f"reads/poll {reads / max(result.requests, 1):.2f}"
                 )
-                total = totals[name]
-                total.requests += result.requests
-                total.errors += result.errors
-                total.seconds += result.seconds
-                total.latencies.extend(result.latencies)
+                totals[name].add(result)
         bff, bare = totals["orders_state"], totals["bare"]
         print(
             f"\norders_state {bff.rps:.0f} rps (p50 {bff.percentile(0.5) * 1000:.2f} ms, "

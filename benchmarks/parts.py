@@ -75,15 +75,8 @@ def main() -> None:
         for round_no in range(args.rounds):
             for name, path, body in targets:
                 result = measure(path, body, args.seconds)
-                print(
-                    f"round {round_no + 1} {name:15s} {result.rps:7.0f} rps  "
-                    f"p50 {result.percentile(0.5) * 1000:6.2f} ms  "
-                    f"p99 {result.percentile(0.99) * 1000:6.2f} ms  errors {result.errors}"
-                )
-                total_result = totals[name]
-                total_result.requests += result.requests
-                total_result.seconds += result.seconds
-                total_result.latencies.extend(result.latencies)
+                print(f"round {round_no + 1} {result.line(name)}")
+                totals[name].add(result)
         part, legacy = totals["fast_info part"], totals["legacy totw"]
         print(
             f"\nfast_info part {part.rps:.0f} rps, p50 {part.percentile(0.5) * 1000:.2f} ms; "

@@ -31,21 +31,16 @@ class Driver:
         scaled_tick = self.profile.tick_s * self.profile.time_scale
         return self.rng.random() < min(1.0, scaled_tick / mean_interval_s)
 
+    def _status_table(self, order: Order) -> dict[str, float]:
+        if order.service == "taxi":
+            return self.profile.taxi_status_minutes
+        return self.profile.place_status_minutes
+
     def _status_minutes(self, order: Order) -> float:
-        table = (
-            self.profile.taxi_status_minutes
-            if order.service == "taxi"
-            else self.profile.place_status_minutes
-        )
-        return table.get(order.status, 5.0)
+        return self._status_table(order).get(order.status, 5.0)
 
     def _lifetime_s(self, order: Order) -> float:
-        table = (
-            self.profile.taxi_status_minutes
-            if order.service == "taxi"
-            else self.profile.place_status_minutes
-        )
-        return sum(table.values()) * 60
+        return sum(self._status_table(order).values()) * 60
 
     async def step(self) -> None:
         features = self.features

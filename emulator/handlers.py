@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -9,7 +10,7 @@ from emulator import wire as ew
 from emulator.documents import LIFECYCLES, ORDER_LIMITS
 from emulator.faults import TARGETS, Fault
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
-from emulator.world import InvalidChange, Order, UnknownOrder
+from emulator.world import DataChange, InvalidChange, Order, UnknownOrder
 from shared import wire
 from shared.errors import BadRequest, NotFound, Unauthorized
 from shared.web import json_response, read_json
@@ -118,7 +119,15 @@ async def create_order(request: web.Request) -> web.Response:
     )
 
 
-async def _changed(request: web.Request, service: str, orderid: str, change: Any) -> web.Response:
+async def _mutate(request: web.Request, mutation: Callable[[str, str], DataChange]) -> web.Response:
+    """Change an order's data, then set its tags (data first, tag second)."""
+    service, orderid = _service(request), request.match_info["orderid"]
+    try:
+        change = mutation(service, orderid)
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    except InvalidChange as exc:
+        raise BadRequest(str(exc), code="invalid_change") from exc
     order = request.app[WORLD].get(service, orderid)
     tags = await request.app[FEATURES].publish(change)
     return json_response(
@@ -127,26 +136,15 @@ async def _changed(request: web.Request, service: str, orderid: str, change: Any
 
 
 async def advance_order(request: web.Request) -> web.Response:
-    service, orderid = _service(request), request.match_info["orderid"]
-    try:
-        change = request.app[WORLD].advance(service, orderid)
-    except UnknownOrder as exc:
-        raise NotFound(str(exc), code="order_not_found") from exc
-    except InvalidChange as exc:
-        raise BadRequest(str(exc), code="invalid_change") from exc
-    return await _changed(request, service, orderid, change)
+    return await _mutate(request, request.app[WORLD].advance)
 
 
 async def change_order(request: web.Request) -> web.Response:
-    service, orderid = _service(request), request.match_info["orderid"]
     body = await read_json(request, _change)
-    try:
-        change = request.app[WORLD].change(service, orderid, body.fields)
-    except UnknownOrder as exc:
-        raise NotFound(str(exc), code="order_not_found") from exc
-    except InvalidChange as exc:
-        raise BadRequest(str(exc), code="invalid_change") from exc
-    return await _changed(request, service, orderid, change)
+    world = request.app[WORLD]
+    return await _mutate(
+        request, lambda service, orderid: world.change(service, orderid, body.fields)
+    )
 
 
 async def set_fault(request: web.Request) -> web.Response:

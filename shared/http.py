@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 from aiohttp_retry import ExponentialRetry, RetryClient
-
-# headers the client-facing services pass on to upstreams
-FORWARDED_HEADERS = ("User-Agent", "Accept-Language", "X-Yandex-UID", "X-Request-Id")
 
 
 @dataclass(frozen=True)
@@ -105,8 +101,3 @@ class UpstreamClient:
             ) as response:
                 payload = await response.read()
                 return UpstreamResponse(response.status, payload, dict(response.headers))
-
-
-def forwarded_headers(headers: Any) -> dict[str, str]:
-    """The subset of a client request's headers that upstreams receive."""
-    return {name: headers[name] for name in FORWARDED_HEADERS if name in headers}

@@ -29,6 +29,15 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 
 
 @pytest.fixture
+def own_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis for one test alone, so that killing or pausing it harms nobody else."""
+    server = EmbeddedRedis()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
 def redis_sync(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     yield client
@@ -37,7 +46,8 @@ def redis_sync(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def redis_settings(redis_server: EmbeddedRedis) -> RedisSettings:
-    return RedisSettings(url=redis_server.url)
+    # generous on a noisy machine; the fault tests set the real deadline themselves
+    return RedisSettings(url=redis_server.url, command_deadline_s=1.0)
 
 
 @pytest.fixture

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
 from services.bff.config import BffSettings
-from services.bff.engine import EngineConfig, OrdersStateEngine
-from services.bff.known_orders import Limits
+from services.bff.engine import EngineConfig, OrdersStateEngine, PollResult
+from services.bff.known_orders import Limits, parse_known_orders, queried_services
 from services.bff.metrics import BffMetrics
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import TagCache
@@ -104,3 +105,14 @@ def upstream_headers(request: web.Request) -> dict[str, str]:
     }
     headers["X-Request-Id"] = request_id(request)
     return headers
+
+
+async def poll(
+    request: web.Request, known_orders: list[dict[str, Any]], supported: list[str] | None
+) -> tuple[list[str], PollResult]:
+    """The poll both client-facing endpoints make: validate, then run the engine.
+    Returns the queried services and the result."""
+    policy = request.app[POLICY]
+    known = parse_known_orders(known_orders, policy, request.app[LIMITS])
+    services = queried_services(supported, known, policy)
+    return services, await request.app[ENGINE].poll(known, services, upstream_headers(request))

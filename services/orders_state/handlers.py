@@ -6,8 +6,7 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.bff.known_orders import parse_known_orders, queried_services
-from services.bff.resources import ENGINE, LIMITS, POLICY, upstream_headers, user_id
+from services.bff.resources import poll, upstream_headers, user_id
 from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
 from services.orders_state.parts import parse_part_request
@@ -23,10 +22,7 @@ _route_request = msgspec.json.Decoder(RouteRequest)
 async def orders_state(request: web.Request) -> web.Response:
     user_id(request)
     body = await read_json(request, _state_request)
-    policy = request.app[POLICY]
-    known = parse_known_orders(body.known_orders, policy, request.app[LIMITS])
-    services = queried_services(body.supported_services, known, policy)
-    result = await request.app[ENGINE].poll(known, services, upstream_headers(request))
+    _, result = await poll(request, body.known_orders, body.supported_services)
     return json_response(
         StateResponse(result.orders, result.allowed_changes),
         headers={INTERVAL_HEADER: str(result.interval_ms)},

@@ -10,8 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from client.client import MlutpClient
-from services.bff.config import ProtocolSettings
-from tests.services.conftest import POLICY, create
+from tests.services.conftest import POLICY, create, protocol_for_tests
 
 TAXI_FIELDS = [f for r in POLICY.services["taxi"].rules if r.tag_defined for f in r.fields]
 
@@ -64,7 +63,7 @@ async def test_an_unchanged_order_costs_one_poll_and_no_part_request(
     assert client.stats.part_requests == parts_before
 
 
-@pytest.mark.parametrize("protocol", [ProtocolSettings(interval_jitter=0)])  # min TTL 2 s
+@pytest.mark.parametrize("protocol", [protocol_for_tests()])  # the default min TTL: 2 s
 async def test_after_a_user_change_force_unlocks_as_soon_as_the_version_appears(
     make_client: Callable[[str], MlutpClient], emu: TestClient, unique: str
 ):

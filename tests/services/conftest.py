@@ -20,8 +20,21 @@ from shared.protocol.tags import encode_tag
 from tests.conftest import TEST_TOKEN
 
 POLICY = load_policy()
-# no jitter: tests compare intervals exactly
-PROTOCOL = ProtocolSettings(interval_jitter=0.0)
+
+
+def protocol_for_tests(**overrides: Any) -> ProtocolSettings:
+    """No jitter: tests compare intervals exactly. Deadlines generous: a shared, noisy
+    machine must not make the cache or a source look down where a test does not mean it;
+    tests of deadlines set their own."""
+    values: dict[str, Any] = {
+        "interval_jitter": 0.0,
+        "tags_deadline_s": 1.0,
+        "source_deadline_s": 1.0,
+    }
+    return ProtocolSettings(**{**values, **overrides})
+
+
+PROTOCOL = protocol_for_tests()
 
 
 def bff_kwargs(

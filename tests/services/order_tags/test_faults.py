@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -19,15 +19,6 @@ HANG_LIMIT_S = 2.0
 
 GET = {"orders": [{"service": "taxi", "orderid": "fault"}]}
 SET = {"service": "taxi", "orderid": "fault", "tags": {"fast_info": "v1"}}
-
-
-@pytest.fixture
-def own_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis for this test alone, so killing it harms nobody else."""
-    server = EmbeddedRedis()
-    server.start()
-    yield server
-    server.close()
 
 
 @pytest.fixture

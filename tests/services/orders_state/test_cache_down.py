@@ -3,7 +3,7 @@ degraded 10 s TTL applies, the interval doubles; the circuit then spares order_t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -17,14 +17,6 @@ from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from tests.conftest import TEST_TOKEN
 from tests.services.conftest import bff_kwargs, client_tag, create, poll
-
-
-@pytest.fixture
-def own_redis() -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis()
-    server.start()
-    yield server
-    server.close()
 
 
 @pytest.fixture

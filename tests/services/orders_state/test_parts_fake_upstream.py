@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from services.bff.config import ProtocolSettings, UpstreamSettings
+from services.bff.config import UpstreamSettings
 from services.orders_state.app import create_app
 from services.orders_state.config import OrdersStateSettings
-from tests.services.conftest import bff_kwargs
+from tests.services.conftest import bff_kwargs, protocol_for_tests
 
 TIMEOUT_S, DEADLINE_S = 0.2, 0.5
 FAST = "/mlutp/v1/taxi/fast_info"
@@ -50,7 +50,7 @@ async def state(
     kwargs = bff_kwargs(
         order_tags_server,
         emulator_server,
-        ProtocolSettings(part_timeout_s=TIMEOUT_S, part_deadline_s=DEADLINE_S),
+        protocol_for_tests(part_timeout_s=TIMEOUT_S, part_deadline_s=DEADLINE_S),
     )
     kwargs["upstreams"] = UpstreamSettings(
         emulator_url=str(emulator_server.make_url("")),

@@ -35,7 +35,7 @@ async def test_a_source_down_gives_stale_echo_and_nothing_moves_when_it_is_back(
     known[1]["tags"] = {"full_info": "opaque-client-tag"}
 
     for mode in ("down", "error500", "slow"):
-        await fault(emu, "source:eats", mode, delay_ms=1000)
+        await fault(emu, "source:eats", mode, delay_ms=2500)
         status, body, _ = await poll(
             orders_state, unique, {"known_orders": known, "supported_services": ["taxi", "eats"]}
         )
