@@ -39,6 +39,14 @@ class LoadResult:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def round_ratios(rounds: list[tuple[LoadResult, LoadResult]]) -> str:
+    """Per-round rps ratios (measured side by side, so noise hits both alike) and their median:
+    steadier than one ratio of totals on a shared machine."""
+    ratios = sorted(a.rps / b.rps for a, b in rounds if b.rps)
+    listed = ", ".join(f"{r:.2f}" for r in ratios)
+    return f"per-round ratios {listed}; median {ratios[len(ratios) // 2]:.2f}"
+
+
 def build_request(port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
     lines = [
         f"POST {path} HTTP/1.1",

@@ -21,7 +21,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import LoadResult, run_load
+from benchmarks.loadgen import LoadResult, round_ratios, run_load
 from benchmarks.stack import wait_http
 from shared.embedded_redis import EmbeddedRedis, free_port
 
@@ -116,7 +116,9 @@ def main() -> None:
         measure(service_port, 1.0, auth)  # warm-up
         measure(bare_port, 1.0, {})
         totals = {"service": LoadResult(), "bare": LoadResult()}
+        rounds: list[tuple[LoadResult, LoadResult]] = []
         for round_no in range(args.rounds):
+            this_round: dict[str, LoadResult] = {}
             for name, port, headers in (("service", service_port, auth), ("bare", bare_port, {})):
                 client.config_resetstat()
                 result = measure(port, args.seconds, headers)
@@ -129,11 +131,14 @@ def main() -> None:
                     f"redis reads/req {reads / max(result.requests, 1):.2f}"
                 )
                 totals[name].add(result)
+                this_round[name] = result
+            rounds.append((this_round["service"], this_round["bare"]))
         ratio = totals["service"].rps / totals["bare"].rps
         print(
             f"\norder_tags service {totals['service'].rps:.0f} rps, bare handler "
             f"{totals['bare'].rps:.0f} rps, ratio {ratio:.2f} (goal >= 0.8, >= 4000 rps)"
         )
+        print(round_ratios(rounds))
     finally:
         for process in processes:
             process.terminate()

@@ -21,7 +21,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import LoadResult, run_load
+from benchmarks.loadgen import LoadResult, round_ratios, run_load
 from benchmarks.stack import TOKEN, post_json, upstream_stack, wait_http
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
@@ -138,7 +138,9 @@ def main() -> None:
         measure(bff_port, 1.0)
         measure(bare_port, 1.0)
         totals = {"orders_state": LoadResult(), "bare": LoadResult()}
+        rounds: list[tuple[LoadResult, LoadResult]] = []
         for round_no in range(args.rounds):
+            this_round: dict[str, LoadResult] = {}
             for name, port in (("orders_state", bff_port), ("bare", bare_port)):
                 client.config_resetstat()
                 result = measure(port, args.seconds)
@@ -151,6 +153,8 @@ def main() -> None:
                     f"reads/poll {reads / max(result.requests, 1):.2f}"
                 )
                 totals[name].add(result)
+                this_round[name] = result
+            rounds.append((this_round["orders_state"], this_round["bare"]))
         bff, bare = totals["orders_state"], totals["bare"]
         print(
             f"\norders_state {bff.rps:.0f} rps (p50 {bff.percentile(0.5) * 1000:.2f} ms, "
@@ -159,6 +163,7 @@ def main() -> None:
             f"p99 {bare.percentile(0.99) * 1000:.2f} ms), "
             f"ratio {bff.rps / bare.rps:.2f} (goal >= 0.8)"
         )
+        print(round_ratios(rounds))
 
 
 if __name__ == "__main__":
