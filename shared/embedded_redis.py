@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 log = logging.getLogger("mlutp.redis")
@@ -45,12 +46,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 class EmbeddedRedis:
     """One redis-server process we own. It can be stopped, restarted on the same port, paused."""
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, port: int | None = None, host: str = "127.0.0.1", extra_args: Sequence[str] = ()
+    ) -> None:
         self.host = host
         self.port = port or free_port(host)
+        self.extra_args = tuple(extra_args)
         self.binary = find_redis_server()
         self._dir = tempfile.mkdtemp(prefix="mlutp-redis-")
         self._process: subprocess.Popen[str] | None = None
+
+    @property
+    def dir(self) -> str:
+        return self._dir
 
     @property
     def url(self) -> str:
@@ -72,6 +80,7 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--dir", self._dir,
             "--logfile", "",
+            *self.extra_args,
         ]  # fmt: skip
         process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -87,9 +96,10 @@ class EmbeddedRedis:
                     output.append(line)
                 if "Ready to accept connections" in line:
                     ready.set()
+            ready.set()  # the server is gone: no use waiting any longer
 
         threading.Thread(target=drain, name=f"redis-{self.port}-log", daemon=True).start()
-        if not ready.wait(timeout_s):
+        if not ready.wait(timeout_s) or process.poll() is not None:
             process.kill()
             process.wait()
             raise RuntimeError(f"redis-server did not start on {self.port}: {''.join(output)}")

@@ -29,11 +29,28 @@ def new_content_tag() -> str:
     return f"b{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
 
 
+# One command, so atomic on a single Redis and on a cluster alike (the key is one slot).
+# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), then part, content pairs.
+SET_TAGS_SCRIPT = """
+local only_if_absent = ARGV[2] == "1"
+for i = 3, #ARGV, 2 do
+  if only_if_absent then
+    redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i + 1])
+  else
+    redis.call("HSET", KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+redis.call("EXPIRE", KEYS[1], ARGV[1])
+return redis.call("HGETALL", KEYS[1])
+"""
+
+
 class TagStore:
     def __init__(self, redis: RedisClient, *, ttl_s: int, deadline_s: float) -> None:
         self.redis = redis
         self.ttl_s = ttl_s
         self.deadline_s = deadline_s
+        self._set_script = redis.register_script(SET_TAGS_SCRIPT)
 
     async def _run(self, operation: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -59,19 +76,13 @@ class TagStore:
     ) -> dict[str, str]:
         """Write just these parts and refresh the TTL, atomically; return what is stored now."""
         key = tags_key(service, orderid)
+        args: list[str | int] = [self.ttl_s, int(only_if_absent)]
+        for part, content in tags.items():
+            args += [part, content]
 
         async def operation() -> dict[str, str]:
-            pipe = self.redis.pipeline(transaction=True)
-            if only_if_absent:
-                for part, content in tags.items():
-                    pipe.hsetnx(key, part, content)
-            else:
-                pipe.hset(key, mapping=dict(tags))  # type: ignore[arg-type]
-            pipe.expire(key, self.ttl_s)
-            pipe.hgetall(key)
-            results = await pipe.execute()
-            stored: dict[str, str] = results[-1]
-            return stored
+            flat = await self._set_script(keys=[key], args=args)
+            return dict(zip(flat[::2], flat[1::2], strict=True))
 
         return await self._run(operation)
 

