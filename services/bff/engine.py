@@ -135,6 +135,44 @@ class OrdersStateEngine:
             stored.update(await self.tag_cache.create_missing(missing))
         return stored
 
+    def _actual(
+        self,
+        service: str,
+        source_order: SourceOrder,
+        client: ParsedKnownOrder | None,
+        stored_parts: dict[str, str] | None,
+        *,
+        cache_available: bool,
+        now_ms: int,
+    ) -> dict[str, Any]:
+        """An order of an available source, decided by the policy version the client uses."""
+        service_policy = self.policy.services[service]
+        client_tags = client.order.tags if client else {}
+        version = client_policy_version(
+            client_tags, service_policy.versions, service_policy.policy_version
+        )
+        self.metrics.poll_orders.labels(service, version).inc()
+        rules = service_policy.versions[version]
+        contents = {
+            rule.part_name: part_content(
+                service_policy.content_sources(version, rule.part_name), stored_parts
+            )
+            for rule in rules
+        }
+        decision = decide_parts(
+            rules,
+            version,
+            client_tags,
+            {part: content for part, content in contents.items() if content is not None},
+            force=client.order.force if client else False,
+            cache_available=cache_available,
+            now_ms=now_ms,
+            timings=self.config.timings,
+        )
+        for part in decision.need_request:
+            self.metrics.need_request.labels(service, part).inc()
+        return _actual_order(service, source_order, decision.need_request, decision.valid_tags)
+
     async def poll(
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
     ) -> PollResult:
@@ -162,38 +200,17 @@ class OrdersStateEngine:
         now_ms = int(time.time() * 1000)
         known_by_key = {k.key: k for k in known}
 
-        actual: list[dict[str, Any]] = []
-        for (service, source_order), key in zip(listed, keys, strict=True):
-            service_policy = self.policy.services[service]
-            client = known_by_key.get((service, source_order.orderid))
-            client_tags = client.order.tags if client else {}
-            version = client_policy_version(
-                client_tags, service_policy.versions, service_policy.policy_version
-            )
-            self.metrics.poll_orders.labels(service, version).inc()
-            rules = service_policy.versions[version]
-            stored_parts = stored.get(key) if stored else None
-            contents = {
-                rule.part_name: part_content(
-                    service_policy.content_sources(version, rule.part_name), stored_parts
-                )
-                for rule in rules
-            }
-            decision = decide_parts(
-                rules,
-                version,
-                client_tags,
-                {part: content for part, content in contents.items() if content is not None},
-                force=client.order.force if client else False,
+        actual = [
+            self._actual(
+                service,
+                source_order,
+                known_by_key.get((service, source_order.orderid)),
+                stored.get(key) if stored else None,
                 cache_available=cache_available,
                 now_ms=now_ms,
-                timings=self.config.timings,
             )
-            for part in decision.need_request:
-                self.metrics.need_request.labels(service, part).inc()
-            actual.append(
-                _actual_order(service, source_order, decision.need_request, decision.valid_tags)
-            )
+            for (service, source_order), key in zip(listed, keys, strict=True)
+        ]
 
         # a known order of an unavailable service stays, as the client knew it
         stale = [_stale_order(k) for k in known if k.order.service not in available]

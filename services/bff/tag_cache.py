@@ -51,7 +51,7 @@ class TagCache:
             return None
         except BaseException:
             # cancelled mid-call: no verdict on the cache, but never leave a probe hanging
-            self.circuit.failure(self.clock())
+            self.circuit.abandon()
             raise
         self.circuit.success()
         self.metrics.tag_cache.labels("ok").inc()

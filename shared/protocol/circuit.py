@@ -34,6 +34,10 @@ class CircuitBreaker:
             self._opened_at = now
             self._probing = False
 
+    def abandon(self) -> None:
+        """A call ended with no verdict (cancelled): a probe may go out again."""
+        self._probing = False
+
     @property
     def is_open(self) -> bool:
         return self._opened_at is not None

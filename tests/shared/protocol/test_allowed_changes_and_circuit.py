@@ -37,3 +37,12 @@ def test_a_success_resets_the_failure_count():
     circuit.success()
     circuit.failure(0.1)
     assert circuit.allow(0.2)
+
+
+def test_an_abandoned_probe_lets_the_next_call_probe():
+    circuit = CircuitBreaker(failures_to_open=1, open_s=1.0)
+    circuit.failure(0.0)
+    assert circuit.allow(1.5)  # the probe
+    circuit.abandon()  # cancelled: no verdict
+    assert circuit.allow(1.6)  # another probe may go
+    assert circuit.is_open
