@@ -14,6 +14,7 @@ from emulator.features import Features
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
 from emulator.stats import Stats
 from emulator.world import World
+from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import load_policy
 from shared.web import create_base_app
@@ -33,6 +34,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
             settings.order_tags_url,
             settings.service_token.get_secret_value(),
             deadline_s=settings.order_tags_deadline_s,
+            session=app[HTTP_SESSION],
         )
         app[FEATURES] = Features(app[WORLD], tags, policy, app[STATS])
         yield
@@ -47,7 +49,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    app.cleanup_ctx.extend([features_ctx, driver_ctx])
+    app.cleanup_ctx.extend([http_session_ctx, features_ctx, driver_ctx])
     router = app.router
     router.add_post("/sources/{service}/v1/orders/active", handlers.order_source)
     router.add_post("/3.0/taxiontheway", handlers.taxiontheway)

@@ -4,9 +4,11 @@ retries through aiohttp-retry, and an overall deadline per call."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import aiohttp
+from aiohttp import web
 from aiohttp_retry import ExponentialRetry, RetryClient
 
 
@@ -42,10 +44,29 @@ class UpstreamResponse:
     headers: dict[str, str]
 
 
-class UpstreamClient:
-    """A base URL, one session and a retry policy. Subclasses add typed calls.
+def create_session(connection_limit: int = 500) -> aiohttp.ClientSession:
+    """The one HTTP session of an app: a shared connection pool for all its upstream clients.
+    Timeouts are per client and per call, so none is set here."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connection_limit, ttl_dns_cache=300),
+        raise_for_status=False,
+    )
 
-    Build it inside a running event loop (a `cleanup_ctx`), close it on the way out.
+
+HTTP_SESSION = web.AppKey("http_session", aiohttp.ClientSession)
+
+
+async def http_session_ctx(app: web.Application) -> AsyncIterator[None]:
+    """A `cleanup_ctx`: opens the app's session; clients built after it use it."""
+    app[HTTP_SESSION] = create_session()
+    yield
+    await app[HTTP_SESSION].close()
+
+
+class UpstreamClient:
+    """A base URL, a retry policy and explicit timeouts over a session. Subclasses add typed
+    calls. Given the app's session it shares that pool; without one it opens (and on `close`
+    closes) its own.
     """
 
     def __init__(
@@ -55,24 +76,22 @@ class UpstreamClient:
         attempt_timeout_s: float,
         deadline_s: float,
         retry: RetryPolicy,
-        connection_limit: int = 200,
+        session: aiohttp.ClientSession | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.deadline_s = deadline_s
         self._attempt_timeout = aiohttp.ClientTimeout(total=attempt_timeout_s)
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=connection_limit, ttl_dns_cache=300),
-            timeout=self._attempt_timeout,
-            headers=headers,
-            raise_for_status=False,
-        )
+        self._owns_session = session is None
+        self._session = session or create_session()
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._retry_client = RetryClient(
             client_session=self._session, retry_options=retry.options()
         )
 
     async def close(self) -> None:
-        await self._session.close()
+        if self._owns_session:
+            await self._session.close()
 
     async def post(
         self,
@@ -84,20 +103,10 @@ class UpstreamClient:
     ) -> UpstreamResponse:
         """POST JSON; retries per the policy; raises TimeoutError past the deadline and
         aiohttp.ClientError when the upstream cannot be reached."""
-        all_headers = {"Content-Type": "application/json"}
-        if headers:
-            all_headers.update(headers)
+        all_headers = {**self._headers, **headers} if headers else self._headers
         async with asyncio.timeout(deadline_s or self.deadline_s):
             async with self._retry_client.post(
                 self.base_url + path, data=body, headers=all_headers, timeout=self._attempt_timeout
-            ) as response:
-                payload = await response.read()
-                return UpstreamResponse(response.status, payload, dict(response.headers))
-
-    async def get_path(self, path: str, *, deadline_s: float | None = None) -> UpstreamResponse:
-        async with asyncio.timeout(deadline_s or self.deadline_s):
-            async with self._retry_client.get(
-                self.base_url + path, timeout=self._attempt_timeout
             ) as response:
                 payload = await response.read()
                 return UpstreamResponse(response.status, payload, dict(response.headers))

@@ -31,7 +31,7 @@ class OrderTagsClient(UpstreamClient):
         *,
         deadline_s: float = 0.05,
         retry: RetryPolicy | None = None,
-        connection_limit: int = 200,
+        session: aiohttp.ClientSession | None = None,
     ) -> Self:
         return cls(
             base_url,
@@ -39,7 +39,7 @@ class OrderTagsClient(UpstreamClient):
             deadline_s=deadline_s,
             # only a refused connection is retried: a slow cache has already used the deadline
             retry=retry or RetryPolicy(attempts=2, retry_on_5xx=False, retry_on_timeout=False),
-            connection_limit=connection_limit,
+            session=session,
             headers={"Authorization": f"Bearer {token}"},
         )
 

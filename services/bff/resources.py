@@ -16,6 +16,7 @@ from services.bff.metrics import BffMetrics
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import TagCache
 from shared.errors import Unauthorized
+from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PolicyError, PollingPolicy, load_policy
 from shared.protocol.circuit import CircuitBreaker
@@ -51,16 +52,19 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
     )
 
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
+        session = app[HTTP_SESSION]
         tags_client = await OrderTagsClient.create(
             settings.order_tags_url,
             settings.service_token.get_secret_value(),
             deadline_s=protocol.tags_deadline_s,
+            session=session,
         )
         sources = {
             service: await OrderSourceClient.create(
                 service,
                 settings.upstreams.order_source_url(service) or "",
                 deadline_s=protocol.source_deadline_s,
+                session=session,
             )
             for service in policy.services
         }
@@ -85,7 +89,7 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
         yield
         await asyncio.gather(tags_client.close(), *(s.close() for s in sources.values()))
 
-    app.cleanup_ctx.append(engine_ctx)
+    app.cleanup_ctx.extend([http_session_ctx, engine_ctx])
 
 
 def user_id(request: web.Request) -> str:

@@ -18,9 +18,17 @@ log = logging.getLogger("mlutp.sources")
 class OrderSourceClient(UpstreamClient):
     _decoder = msgspec.json.Decoder(SourceResponse)
 
-    def __init__(self, service: str, url: str, *, deadline_s: float) -> None:
+    def __init__(
+        self,
+        service: str,
+        url: str,
+        *,
+        deadline_s: float,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
         super().__init__(
             url,
+            session=session,
             attempt_timeout_s=deadline_s,
             deadline_s=deadline_s,
             # a timeout has used the deadline already: only fast failures are retried
@@ -29,8 +37,15 @@ class OrderSourceClient(UpstreamClient):
         self.service = service
 
     @classmethod
-    async def create(cls, service: str, url: str, *, deadline_s: float) -> Self:
-        return cls(service, url, deadline_s=deadline_s)
+    async def create(
+        cls,
+        service: str,
+        url: str,
+        *,
+        deadline_s: float,
+        session: aiohttp.ClientSession | None = None,
+    ) -> Self:
+        return cls(service, url, deadline_s=deadline_s, session=session)
 
     async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
         """The user's active orders, or None when the source is unavailable."""

@@ -10,6 +10,7 @@ from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
 from services.orders_state.parts import PartService, PartUpstreamClient
+from shared.http import HTTP_SESSION
 from shared.policy import PolicyError, PollingPolicy
 from shared.web import create_base_app
 
@@ -42,7 +43,10 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
     async def parts_ctx(app: web.Application) -> AsyncIterator[None]:
         upstreams = {
             part_type: await PartUpstreamClient.create(
-                url, timeout_s=protocol.part_timeout_s, deadline_s=protocol.part_deadline_s
+                url,
+                timeout_s=protocol.part_timeout_s,
+                deadline_s=protocol.part_deadline_s,
+                session=app[HTTP_SESSION],
             )
             for part_type, url in urls.items()
         }

@@ -73,9 +73,17 @@ class PartUpstreamClient(UpstreamClient):
     a timeout or a connection error; none on a 4xx."""
 
     @classmethod
-    async def create(cls, url: str, *, timeout_s: float, deadline_s: float) -> Self:
+    async def create(
+        cls,
+        url: str,
+        *,
+        timeout_s: float,
+        deadline_s: float,
+        session: aiohttp.ClientSession | None = None,
+    ) -> Self:
         return cls(
             url,
+            session=session,
             attempt_timeout_s=timeout_s,
             deadline_s=deadline_s,
             retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=True),
