@@ -4,7 +4,9 @@ and by count; loopback only."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -37,6 +39,18 @@ class LoadResult:
             return 0.0
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_args(doc: str | None, connections: int = 32) -> argparse.Namespace:
+    """The options every benchmark takes; and the load generator moves to CPU 1, leaving
+    CPU 0 to the server under test."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="side-by-side rounds")
+    parser.add_argument("--connections", type=int, default=connections)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1})
+    return args
 
 
 def round_ratios(rounds: list[tuple[LoadResult, LoadResult]]) -> str:

@@ -10,7 +10,6 @@ show one round trip per batch.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import subprocess
@@ -21,7 +20,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import LoadResult, round_ratios, run_load
+from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
 from benchmarks.stack import wait_http
 from shared.embedded_redis import EmbeddedRedis, free_port
 
@@ -80,16 +79,16 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["taskset", "-c", "0", *args], env=env)
 
 
-def measure(port: int, seconds: float, headers: dict[str, str]) -> LoadResult:
-    return asyncio.run(run_load(port, "/v1/tags/get", BODY, headers=headers, seconds=seconds))
+def measure(port: int, seconds: float, headers: dict[str, str], connections: int) -> LoadResult:
+    return asyncio.run(
+        run_load(
+            port, "/v1/tags/get", BODY, headers=headers, seconds=seconds, connections=connections
+        )
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    os.sched_setaffinity(0, {1} if os.cpu_count() and os.cpu_count() > 1 else {0})  # type: ignore[operator]
+    args = bench_args(__doc__)
 
     server = EmbeddedRedis()
     server.start()
@@ -113,15 +112,15 @@ def main() -> None:
         wait_http(f"http://127.0.0.1:{service_port}/ping")
         wait_http(f"http://127.0.0.1:{bare_port}/v1/tags/get")
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        measure(service_port, 1.0, auth)  # warm-up
-        measure(bare_port, 1.0, {})
+        measure(service_port, 1.0, auth, args.connections)  # warm-up
+        measure(bare_port, 1.0, {}, args.connections)
         totals = {"service": LoadResult(), "bare": LoadResult()}
         rounds: list[tuple[LoadResult, LoadResult]] = []
         for round_no in range(args.rounds):
             this_round: dict[str, LoadResult] = {}
             for name, port, headers in (("service", service_port, auth), ("bare", bare_port, {})):
                 client.config_resetstat()
-                result = measure(port, args.seconds, headers)
+                result = measure(port, args.seconds, headers, args.connections)
                 stats = client.info("commandstats")
                 reads = client.info("stats")["total_reads_processed"]
                 hgetall = stats.get("cmdstat_hgetall", {}).get("calls", 0)

@@ -10,10 +10,8 @@ share CPU 1. Reports rps, the ratio, p50/p99 latency and Redis commands and read
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import LoadResult, round_ratios, run_load
+from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
 from benchmarks.stack import TOKEN, post_json, upstream_stack, wait_http
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
@@ -74,12 +72,7 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--connections", type=int, default=16)
-    args = parser.parse_args()
-    os.sched_setaffinity(0, {1})
+    args = bench_args(__doc__, connections=16)
     policy = load_policy()
 
     with upstream_stack(cpu=1) as stack:

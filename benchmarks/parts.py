@@ -8,16 +8,14 @@ orders_state runs on CPU 0; the load generator, Redis, order_tags and the emulat
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import LoadResult, run_load
+from benchmarks.loadgen import LoadResult, bench_args, run_load
 from benchmarks.stack import post_json, upstream_stack
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
@@ -26,12 +24,7 @@ USER = "bench-user"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--connections", type=int, default=16)
-    args = parser.parse_args()
-    os.sched_setaffinity(0, {1})
+    args = bench_args(__doc__, connections=16)
     policy = load_policy()
 
     with upstream_stack(cpu=1) as stack:

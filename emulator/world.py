@@ -47,7 +47,6 @@ class Order:
     status: str
     doc: dict[str, Any]
     driver_position: list[float] | None = None
-    route_version: int = 0
 
     @property
     def version(self) -> int:
@@ -130,7 +129,6 @@ class World:
 
     def move_driver(self, order: Order, position: list[float]) -> dict[str, Any]:
         order.driver_position = position
-        order.route_version += 1
         return documents.route_document(order.doc, position, iso_now())
 
     def route(self, order: Order) -> dict[str, Any]:

@@ -21,8 +21,6 @@ ContentTag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 MAX_PARTS = 32
 MAX_BATCH = 100
 
-PartTags = Annotated[dict[PartName, ContentTag], msgspec.Meta(max_length=MAX_PARTS)]
-
 
 class Error(msgspec.Struct):
     code: str
