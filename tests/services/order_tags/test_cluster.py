@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -43,10 +44,14 @@ def cluster() -> Iterator[list[EmbeddedRedis]]:
              "--cluster-replicas", "0", "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
+        # `--cluster create` returns before every node has heard the news; nothing announces
+        # it, so ask each node until it says ok (bounded)
+        deadline = time.monotonic() + 30
         for node in nodes:
             client = redis.Redis(port=node.port)
-            # `--cluster create` returns once every node agrees on the slots
-            assert client.cluster("info")["cluster_state"] == "ok"  # type: ignore[index]
+            while client.cluster("info")["cluster_state"] != "ok":  # type: ignore[index]
+                assert time.monotonic() < deadline, "the cluster did not come up"
+                time.sleep(0.05)
             client.close()
         yield nodes
     finally:
