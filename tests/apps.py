@@ -16,8 +16,8 @@ from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
 
 
-def all_apps() -> list[tuple[str, web.Application]]:
-    redis = RedisSettings(url="redis://127.0.0.1:1/0")
+def all_apps(redis: RedisSettings | None = None) -> list[tuple[str, web.Application]]:
+    redis = redis or RedisSettings(url="redis://127.0.0.1:1/0")
     return [
         ("order_tags", create_order_tags(OrderTagsSettings(service_token="t", redis=redis))),
         ("emulator", create_emulator(EmulatorSettings(service_token="t"))),

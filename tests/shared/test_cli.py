@@ -10,6 +10,7 @@ import threading
 import urllib.request
 
 import psutil
+import pytest
 
 from shared.embedded_redis import free_port
 from shared.stack import STACK
@@ -54,7 +55,8 @@ def test_mlutp_run_with_clients_prints_a_live_summary() -> None:
             process.kill()
 
 
-def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_mlutp_run_starts_pings_and_stops_cleanly(stop_signal: signal.Signals) -> None:
     env, ports = stack_env()
     process = subprocess.Popen(
         [sys.executable, "-m", "shared.cli", "run"],
@@ -84,7 +86,7 @@ def test_mlutp_run_starts_pings_and_stops_cleanly() -> None:
         assert "redis-server" in names
         assert len(children) == len(STACK) + 1
 
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop_signal)
         rest = process.stdout.read()
         assert process.wait(timeout=30) == 0
         assert "mlutp stack stopped" in rest

@@ -1,0 +1,128 @@
+"""The polling policy file: validated at start-up, a version per service (SPEC: Polling policy)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.policy import DEFAULT_POLICY_PATH, PolicyError, load_policy, parse_policy
+
+RAW: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
+
+
+def raw() -> dict[str, Any]:
+    return copy.deepcopy(RAW)
+
+
+def test_the_default_policy_has_the_parts_the_spec_names():
+    policy = load_policy()
+    taxi = {r.part_name: r for r in policy.services["taxi"].rules}
+    assert list(taxi) == ["fast_info", "rarely_changed", "static", "chat", "slow", "route"]
+    assert taxi["fast_info"].required and taxi["static"].static
+    assert {"route_sharing_url", "currency_rules"} <= set(taxi["static"].fields)
+    assert taxi["slow"].fields == ("orderperformerinfo",)
+    assert set(taxi["chat"].fields) == {"orderchat", "chathistory"}
+    assert taxi["route"].polling_type == "route_distance_depended"
+    assert taxi["route"].part_type == "taxiroute"
+    [eats] = policy.services["eats"].rules
+    assert (eats.part_name, eats.part_type, eats.required) == ("full_info", "eats_full", True)
+
+
+def test_rules_of_one_service_must_not_share_a_field():
+    data = raw()
+    data["services"]["taxi"]["rules"][1]["fields"].append("status")
+    with pytest.raises(PolicyError, match="'status' is in both 'fast_info' and 'rarely_changed'"):
+        parse_policy(data)
+
+
+def test_a_bad_field_is_named():
+    data = raw()
+    data["services"]["eats"]["rules"][0]["priority"] = "first"
+    with pytest.raises(PolicyError, match=r"services\.eats\.rules\.0\.priority"):
+        parse_policy(data)
+    data = raw()
+    data["services"]["eats"]["rules"][0]["polling_type"] = "whenever"
+    with pytest.raises(PolicyError, match=r"services\.eats\.rules\.0\.polling_type"):
+        parse_policy(data)
+
+
+def test_a_yaml_syntax_error_names_the_line(tmp_path: Path):
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("services:\n  taxi:\n    rules: [\n")
+    with pytest.raises(PolicyError, match="line"):
+        load_policy(bad)
+
+
+def test_json_policies_load_too(tmp_path: Path):
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(RAW))
+    assert load_policy(path).version("taxi") == load_policy().version("taxi")
+
+
+def test_changing_a_services_parts_changes_only_its_policy_version():
+    before = parse_policy(raw())
+    data = raw()
+    data["services"]["taxi"]["rules"][3]["fields"].append("new_chat_field")
+    after = parse_policy(data)
+    assert after.version("taxi") != before.version("taxi")
+    assert after.version("eats") == before.version("eats")
+    assert after.version("grocery") == before.version("grocery")
+
+
+def test_the_version_does_not_depend_on_the_order_of_rules():
+    data = raw()
+    data["services"]["taxi"]["rules"].reverse()
+    assert parse_policy(data).version("taxi") == parse_policy(raw()).version("taxi")
+
+
+def test_a_deprecated_version_must_match_its_rules():
+    data = raw()
+    data["services"]["taxi"]["deprecated"][0]["version"] = "0000000000"
+    with pytest.raises(PolicyError, match="does not match"):
+        parse_policy(data)
+
+
+def test_deprecated_endpoints_are_served_with_their_version():
+    policy = load_policy()
+    deprecated = [e for e in policy.endpoints if e.deprecated]
+    assert {e.rule.url for e in deprecated} == {"/mlutp/v0/taxi/main", "/mlutp/v0/taxi/static"}
+    assert {e.policy_version for e in deprecated} == {"994a307f50"}
+
+
+def test_two_rules_may_not_share_a_url():
+    data = raw()
+    data["services"]["eats"]["rules"][0]["url"] = "/mlutp/v1/taxi/fast_info"
+    with pytest.raises(PolicyError, match="is used by"):
+        parse_policy(data)
+
+
+def test_a_service_with_a_bad_policy_file_does_not_start(tmp_path: Path):
+    data = raw()
+    data["services"]["taxi"]["rules"][0]["fields"] = []
+    bad = tmp_path / "policy.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLUTP_SERVICE_TOKEN": "t", "MLUTP_POLICY_PATH": str(bad)}
+    result = subprocess.run(
+        [sys.executable, "-m", "services.orders_state"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "services.taxi.rules.0.fields" in result.stderr
+
+
+def test_a_service_started_alone_refuses_to_start_without_the_token():
+    env = {k: v for k, v in os.environ.items() if k != "MLUTP_SERVICE_TOKEN"}
+    for module in ("services.order_tags", "services.orders_state", "services.launch", "emulator"):
+        result = subprocess.run(
+            [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 2, module
+        assert "MLUTP_SERVICE_TOKEN" in result.stderr
