@@ -1,7 +1,9 @@
 # One image for every service; compose.yaml picks the module per container.
 FROM python:3.11-slim
 WORKDIR /app
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# the installed packages live in site-packages: point them at the policy file copied here
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    MLUTP_POLICY_PATH=/app/policy/polling_policy.yaml
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services

@@ -55,7 +55,11 @@ def test_compose_runs_every_stack_service_with_known_variables() -> None:
                 assert host in services, f"{stack_service.name}: {name} points at unknown {host}"
 
 
-def test_dockerfile_installs_every_package() -> None:
+def test_dockerfile_installs_every_package_and_finds_the_policy() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     for package in ("shared", "services", "emulator", "client", "policy"):
         assert f"COPY {package} ./{package}" in dockerfile
+    # a non-editable install cannot find policy/ beside its package: the image says where
+    assert "MLUTP_POLICY_PATH=/app/policy/polling_policy.yaml" in dockerfile
+    assert "WORKDIR /app" in dockerfile
+    assert (ROOT / "policy" / "polling_policy.yaml").exists()
