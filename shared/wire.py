@@ -16,8 +16,8 @@ T = TypeVar("T")
 ServiceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 OrderId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 PartName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-# short enough that a client tag (policy version + content + time) stays within 128 chars
-ContentTag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+# short and URL-safe, so a client tag (policy version + content + time) stays within 128 chars
+ContentTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:~-]{1,64}$")]
 MAX_PARTS = 32
 MAX_BATCH = 100
 

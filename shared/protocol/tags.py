@@ -33,11 +33,16 @@ class ClientTag:
 
 
 def encode_tag(policy_version: str, content: str | None, issued_ms: int) -> str:
-    encoded = base64.urlsafe_b64encode(content.encode()).rstrip(b"=").decode() if content else ""
-    tag = f"{policy_version}.{_base36(issued_ms)}.{encoded}"
-    if len(tag) > MAX_ISSUED_TAG_LENGTH:
-        raise ValueError(f"tag of {len(tag)} chars: the content tag is too long")
-    return tag
+    """A tag of at most 128 chars. A content tag too long to fit (order_tags only stores
+    short URL-safe ones) is left out: unknown content never matches, so the part is fetched
+    again later rather than the request failing now."""
+    prefix = f"{policy_version}.{_base36(issued_ms)}."
+    if not content:
+        return prefix
+    encoded = base64.urlsafe_b64encode(content.encode()).rstrip(b"=").decode()
+    if len(prefix) + len(encoded) > MAX_ISSUED_TAG_LENGTH:
+        return prefix
+    return prefix + encoded
 
 
 def decode_tag(tag: str) -> ClientTag | None:

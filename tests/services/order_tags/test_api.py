@@ -192,6 +192,11 @@ BAD_BODIES = [
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "", "tags": {"fast_info": "v"}}'),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "' + b"x" * 129 + b'", "tags": {"a": "v"}}'),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "' + b"v" * 65 + b'"}}'),
+    ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "not url safe"}}'),
+    (
+        "/v1/tags/set",
+        '{"service": "taxi", "orderid": "x", "tags": {"a": "\u00e9t\u00e9"}}'.encode(),
+    ),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {}}'),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x"}'),
     ("/v1/tags/set", b'{"service": "taxi", "orderid": "x", "tags": {"a": "v"}, "extra": 1}'),
