@@ -9,7 +9,7 @@ import random
 import time
 
 from emulator.config import DriverProfile
-from emulator.documents import SERVICES
+from emulator.documents import LIFECYCLES, SERVICES
 from emulator.features import Features
 from emulator.world import InvalidChange, Order, UnknownOrder, iso_now
 
@@ -23,6 +23,7 @@ class Driver:
         self.enabled = profile.enabled
         self.rng = random.Random()
         self._status_since: dict[str, float] = {}
+        self._filled = False
 
     def _chance(self, mean_interval_s: float) -> bool:
         """True with the probability that an event of this mean interval falls in one tick."""
@@ -98,13 +99,36 @@ class Driver:
                 continue
         await self._keep_population()
 
+    def _random_point_of_life(self, service: str) -> tuple[str, float]:
+        """A status, and how long the order has been in it, drawn so that a population
+        started at once looks like one that has been running: statuses in proportion to
+        their durations, and a random time into each."""
+        table = (
+            self.profile.taxi_status_minutes
+            if service == "taxi"
+            else self.profile.place_status_minutes
+        )
+        statuses = [s for s in LIFECYCLES[service][:-1] if s in table]
+        status = self.rng.choices(statuses, weights=[table[s] for s in statuses])[0]
+        return status, self.rng.uniform(0, table[status] * 60)
+
     async def _keep_population(self) -> None:
         world = self.features.world
+        first_fill = not self._filled
+        self._filled = True
         for index in range(self.profile.population):
             user_id = f"demo-user-{index + 1}"
-            if not any(world.active(user_id, service) for service in SERVICES):
-                service = SERVICES[index % len(SERVICES)] if self.rng.random() < 0.5 else "taxi"
-                await self.features.create_order(user_id, service)
+            if any(world.active(user_id, service) for service in SERVICES):
+                continue
+            service = SERVICES[index % len(SERVICES)] if self.rng.random() < 0.5 else "taxi"
+            if not first_fill:
+                await self.features.create_order(user_id, service)  # a new order: from the start
+                continue
+            status, into_status_s = self._random_point_of_life(service)
+            order = await self.features.create_order(user_id, service, status)
+            self._status_since[order.orderid] = (
+                time.monotonic() - into_status_s / self.profile.time_scale
+            )
 
     async def run(self) -> None:
         """Ticks until cancelled; a failed tick is logged, never fatal."""

@@ -188,3 +188,14 @@ async def test_driver_moves_orders_through_their_lifecycle(emulator: TestClient,
     assert any(c["orderid"] == order["orderid"] and c["version"] > 1 for c in changes["changes"])
     await emulator.post("/emulator/v1/driver", json={"enabled": False})
     assert app[DRIVER].enabled is False
+
+
+async def test_the_first_population_is_spread_over_the_lifecycle(emulator: TestClient):
+    app = emulator.server.app
+    profile = app[DRIVER].profile.model_copy(update={"population": 40})
+    driver = Driver(app[FEATURES], profile)
+    await driver.step()
+    statuses = [o.status for o in app[FEATURES].world.all_active()]
+    assert len(statuses) == 40
+    # started at once, yet not in step: a run measures a steady mix, not one status at a time
+    assert len(set(statuses)) >= 3
