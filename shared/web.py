@@ -55,9 +55,7 @@ async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
-        raise PayloadTooLarge(
-            f"request body is over the limit of {request.app._client_max_size} bytes"
-        ) from exc
+        raise PayloadTooLarge(f"the request body is too large: {exc.text}") from exc
     return wire.decode(decoder, body)
 
 
