@@ -191,28 +191,17 @@ class PollingPolicy(BaseModel):
         return self
 
     def _all_endpoints(self) -> list[PartEndpoint]:
-        endpoints = []
-        for service, policy in self.services.items():
-            for rule in policy.rules:
-                endpoints.append(
-                    PartEndpoint(
-                        service=service,
-                        policy_version=policy.policy_version,
-                        deprecated=False,
-                        rule=rule,
-                    )
-                )
-            for old in policy.deprecated:
-                for rule in old.rules:
-                    endpoints.append(
-                        PartEndpoint(
-                            service=service,
-                            policy_version=old.policy_version,
-                            deprecated=True,
-                            rule=rule,
-                        )
-                    )
-        return endpoints
+        return [
+            PartEndpoint(
+                service=service,
+                policy_version=version,
+                deprecated=version != policy.policy_version,
+                rule=rule,
+            )
+            for service, policy in self.services.items()
+            for version, rules in policy.versions.items()
+            for rule in rules
+        ]
 
     @cached_property
     def endpoints(self) -> tuple[PartEndpoint, ...]:
