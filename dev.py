@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The project's two commands, needing nothing but Python 3.11+:
+
+    python3 dev.py run    # create .venv, install the project, run the stack (`mlutp run`)
+    python3 dev.py test   # create .venv if needed, then ruff, mypy and the test suite
+
+Extra arguments go to `mlutp run` or to pytest. The venv is (re)installed when pyproject.toml
+changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+STAMP = VENV / ".installed"
+
+
+def call(*args: str | Path) -> None:
+    result = subprocess.run([str(a) for a in args], cwd=ROOT)
+    if result.returncode != 0:
+        raise SystemExit(result.returncode)
+
+
+def ensure_venv() -> None:
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    if not (BIN / "python").exists():
+        print("creating .venv", flush=True)
+        venv.create(VENV, with_pip=True)
+    print("installing the project and its pinned dependencies into .venv", flush=True)
+    call(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    call(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    STAMP.write_text(wanted)
+
+
+def main() -> None:
+    # dev.py runs on whatever python3 the machine has, before any venv exists
+    if sys.version_info < (3, 11):  # noqa: UP036
+        raise SystemExit("Python 3.11 or newer is needed")
+    command, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command not in ("run", "test"):
+        raise SystemExit(__doc__)
+    ensure_venv()
+    if command == "run":
+        # the stack handles Ctrl-C itself; exec hands it the terminal
+        os.execv(BIN / "mlutp", [str(BIN / "mlutp"), "run", *rest])
+    call(BIN / "ruff", "check", ".")
+    call(BIN / "ruff", "format", "--check", ".")
+    call(BIN / "mypy")
+    call(BIN / "pytest", *rest)
+
+
+if __name__ == "__main__":
+    main()
