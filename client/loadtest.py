@@ -23,6 +23,7 @@ import random
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -311,41 +312,40 @@ def write_plots(phases: dict[str, PhaseResult], out_dir: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    files = []
-    figure, axis = plt.subplots(figsize=(9, 4.5))
-    for phase in phases.values():
-        xs = [p["t"] for p in phase.timeline]
-        ys = [p["heavy_calls"] / max(p["active_orders"], 1) * 60 for p in phase.timeline]
-        axis.plot(xs, ys, label=phase.name, linewidth=1)
-    axis.set_xlabel("seconds into the measured phase")
-    axis.set_ylabel("heavy upstream calls per order-minute")
-    axis.set_title("Upstream load (totw + details)")
-    axis.legend()
-    figure.tight_layout()
-    path = out_dir / "upstream_load.png"
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    files.append(path.name)
+    def plot(name: str, title: str, xlabel: str, ylabel: str, draw: Callable[[Any], bool]) -> str:
+        figure, axis = plt.subplots(figsize=(9, 4.5))
+        if draw(axis):  # True when something labelled was drawn
+            axis.legend()
+        axis.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        figure.tight_layout()
+        figure.savefig(out_dir / name, dpi=100)
+        plt.close(figure)
+        return name
 
-    figure, axis = plt.subplots(figsize=(9, 4.5))
-    for phase in phases.values():
-        if phase.freshness_points:
+    def upstream_load(axis: Any) -> bool:
+        for phase in phases.values():
+            xs = [p["t"] for p in phase.timeline]
+            ys = [p["heavy_calls"] / max(p["active_orders"], 1) * 60 for p in phase.timeline]
+            axis.plot(xs, ys, label=phase.name, linewidth=1)
+        return bool(phases)
+
+    def freshness(axis: Any) -> bool:
+        drawn = [phase for phase in phases.values() if phase.freshness_points]
+        for phase in drawn:
             axis.scatter(
                 [at for at, _ in phase.freshness_points],
                 [delay for _, delay in phase.freshness_points],
                 s=4, alpha=0.5, label=phase.name,
             )  # fmt: skip
-    axis.set_xlabel("time of the data change, seconds into the phase")
-    axis.set_ylabel("seconds until the client held it")
-    axis.set_title("Freshness")
-    if any(phase.freshness_points for phase in phases.values()):
-        axis.legend()
-    figure.tight_layout()
-    path = out_dir / "freshness.png"
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    files.append(path.name)
-    return files
+        return bool(drawn)
+
+    return [
+        plot("upstream_load.png", "Upstream load (totw + details)",
+             "seconds into the measured phase", "heavy upstream calls per order-minute",
+             upstream_load),
+        plot("freshness.png", "Freshness", "time of the data change, seconds into the phase",
+             "seconds until the client held it", freshness),
+    ]  # fmt: skip
 
 
 async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:

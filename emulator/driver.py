@@ -32,16 +32,16 @@ class Driver:
         scaled_tick = self.profile.tick_s * self.profile.time_scale
         return self.rng.random() < min(1.0, scaled_tick / mean_interval_s)
 
-    def _status_table(self, order: Order) -> dict[str, float]:
-        if order.service == "taxi":
+    def _status_table(self, service: str) -> dict[str, float]:
+        if service == "taxi":
             return self.profile.taxi_status_minutes
         return self.profile.place_status_minutes
 
     def _status_minutes(self, order: Order) -> float:
-        return self._status_table(order).get(order.status, 5.0)
+        return self._status_table(order.service).get(order.status, 5.0)
 
     def _lifetime_s(self, order: Order) -> float:
-        return sum(self._status_table(order).values()) * 60
+        return sum(self._status_table(order.service).values()) * 60
 
     async def step(self) -> None:
         features = self.features
@@ -103,11 +103,7 @@ class Driver:
         """A status, and how long the order has been in it, drawn so that a population
         started at once looks like one that has been running: statuses in proportion to
         their durations, and a random time into each."""
-        table = (
-            self.profile.taxi_status_minutes
-            if service == "taxi"
-            else self.profile.place_status_minutes
-        )
+        table = self._status_table(service)
         statuses = [s for s in LIFECYCLES[service][:-1] if s in table]
         status = self.rng.choices(statuses, weights=[table[s] for s in statuses])[0]
         return status, self.rng.uniform(0, table[status] * 60)

@@ -13,6 +13,7 @@ from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
 from emulator.world import DataChange, InvalidChange, Order, UnknownOrder
 from shared import wire
 from shared.errors import BadRequest, NotFound, Unauthorized
+from shared.protocol.allowed_changes import SourceAllowance
 from shared.web import json_response, read_json
 
 _order_request = msgspec.json.Decoder(ew.OrderRequest)
@@ -74,9 +75,9 @@ async def order_source(request: web.Request) -> web.Response:
     user_id = _user_id(request)
     active = request.app[WORLD].active(user_id, service)
     if len(active) < ORDER_LIMITS[service]:
-        allowed = ew.AllowedChanges(can_make_more_orders=True)
+        allowed = SourceAllowance(can_make_more_orders=True)
     else:
-        allowed = ew.AllowedChanges(False, "active_orders_limit")
+        allowed = SourceAllowance(False, "active_orders_limit")
     orders = [ew.SourceOrder(o.orderid, o.status, o.created_at, o.brief()) for o in active]
     return await _respond(request, target, ew.SourceResponse(orders, allowed))
 

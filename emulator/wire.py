@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import msgspec
 
 from emulator.faults import FaultMode
+from shared.protocol.allowed_changes import SourceAllowance
 from shared.wire import OrderId, ServiceName
 
 UserId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
@@ -19,14 +20,9 @@ class SourceOrder(msgspec.Struct):
     brief: dict[str, Any]
 
 
-class AllowedChanges(msgspec.Struct, omit_defaults=True):
-    can_make_more_orders: bool
-    no_more_orders_reason: str | None = None
-
-
 class SourceResponse(msgspec.Struct):
     orders: list[SourceOrder]
-    allowed_changes: AllowedChanges
+    allowed_changes: SourceAllowance
 
 
 class OrderRequest(msgspec.Struct):

@@ -3,9 +3,11 @@ and the project's apps on it. Everything started here is stopped here."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -14,6 +16,7 @@ from hypothesis import settings
 
 from emulator.app import create_app as create_emulator
 from emulator.config import DriverProfile, EmulatorSettings
+from emulator.keys import STATS
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from shared.config import RedisSettings
@@ -102,3 +105,20 @@ async def emu(
     aiohttp_client: Callable[..., Awaitable[TestClient]], emulator_server: TestServer
 ) -> TestClient:
     return await aiohttp_client(emulator_server)
+
+
+@pytest.fixture
+def totw_received(emulator_server: TestServer, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set as soon as the emulator's totw holds a request: the moment to act on a fetch in
+    flight (change the order under it, stop the service) without guessing with a sleep."""
+    received = asyncio.Event()
+    stats = emulator_server.app[STATS]
+    record_call = stats.record_call
+
+    def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
+        record_call(endpoint, headers, body)
+        if endpoint == "totw":
+            received.set()
+
+    monkeypatch.setattr(stats, "record_call", record_and_tell)
+    return received

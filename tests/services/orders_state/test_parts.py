@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from emulator.keys import STATS
 from shared.protocol.tags import decode_tag
 from tests.services.conftest import POLICY, create, poll
 
@@ -73,7 +71,7 @@ async def test_the_new_tag_carries_the_stored_content_and_the_policy_version(
 
 
 async def test_a_change_racing_the_fetch_is_never_lost(
-    orders_state: TestClient, emu: TestClient, unique: str, monkeypatch: pytest.MonkeyPatch
+    orders_state: TestClient, emu: TestClient, unique: str, totw_received: asyncio.Event
 ):
     """The upstream reads the data, then the change lands (data, then tag), then the answer
     leaves. Since the content tag was read before the upstream call, the client holds old
@@ -81,21 +79,11 @@ async def test_a_change_racing_the_fetch_is_never_lost(
     ends with the new data. Reading the tag after the data would give old data a new tag."""
     orderid = await create(emu, unique, status="driving")
     await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 400})
-    stats = emu.server.app[STATS]
-    upstream_has_it = asyncio.Event()
-    record_call = stats.record_call
-
-    def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
-        record_call(endpoint, headers, body)
-        if endpoint == "totw":
-            upstream_has_it.set()
-
-    monkeypatch.setattr(stats, "record_call", record_and_tell)
     in_flight = asyncio.create_task(
         fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     )
     async with asyncio.timeout(5):
-        await upstream_has_it.wait()
+        await totw_received.wait()
     change = await (await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change",
                                    json={"fields": {"eta": {"minutes": 42}}})).json()  # fmt: skip
     first = (await in_flight)["orders"][0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -16,6 +18,15 @@ def all_tags(redis_sync: redis.Redis, orderid: str, service: str = "taxi", age_m
     stored = redis_sync.hgetall(tags_key(service, orderid))
     parts = TAXI_TAG_DEFINED if service == "taxi" else ["full_info"]
     return {part: client_tag(service, stored.get(part), age_ms) for part in parts}
+
+
+async def poll_one(
+    orders_state: TestClient, user: str, orderid: str, tags: dict[str, str], **extra: Any
+) -> dict[str, Any]:
+    """Poll with one known taxi order and these client tags."""
+    known = {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags, **extra}
+    _, body, _ = await poll(orders_state, user, {"known_orders": [known]})
+    return body
 
 
 async def test_a_new_order_needs_every_tag_defined_part_by_priority(
@@ -38,15 +49,7 @@ async def test_unchanged_parts_are_not_needed_and_valid_tags_are_echoed(
 ):
     orderid = await create(emu, unique)
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
-    _, body, _ = await poll(
-        orders_state,
-        unique,
-        {
-            "known_orders": [
-                {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags}
-            ]
-        },
-    )
+    body = await poll_one(orders_state, unique, orderid, tags)
     [order] = body["orders"]
     assert order["need_request"] == []
     assert order["tags"] == tags
@@ -73,21 +76,7 @@ async def test_force_skips_min_ttl(
     await emu.post(
         f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"tips": {"value": 10}}}
     )
-    _, body, _ = await poll(
-        orders_state,
-        unique,
-        {
-            "known_orders": [
-                {
-                    "orderid": orderid,
-                    "service": "taxi",
-                    "status": "searching",
-                    "tags": fresh,
-                    "force": True,
-                }
-            ]
-        },
-    )
+    body = await poll_one(orders_state, unique, orderid, fresh, force=True)
     assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
 
 
@@ -97,21 +86,7 @@ async def test_a_static_part_with_a_valid_tag_is_never_needed(
     orderid = await create(emu, unique)
     tags = all_tags(redis_sync, orderid, age_ms=3_600_000)
     tags["static"] = client_tag("taxi", "whatever-content", age_ms=3_600_000)
-    _, body, _ = await poll(
-        orders_state,
-        unique,
-        {
-            "known_orders": [
-                {
-                    "orderid": orderid,
-                    "service": "taxi",
-                    "status": "searching",
-                    "tags": tags,
-                    "force": True,
-                }
-            ]
-        },
-    )
+    body = await poll_one(orders_state, unique, orderid, tags, force=True)
     assert "static" not in body["orders"][0]["need_request"]
 
 
@@ -122,15 +97,7 @@ async def test_invalid_tags_and_tags_of_another_policy_version_are_needed_and_no
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
     tags["fast_info"] = "garbage"
     tags["static"] = "994a307f50.1.dg"  # the deprecated taxi policy version
-    _, body, _ = await poll(
-        orders_state,
-        unique,
-        {
-            "known_orders": [
-                {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags}
-            ]
-        },
-    )
+    body = await poll_one(orders_state, unique, orderid, tags)
     [order] = body["orders"]
     assert order["need_request"] == ["fast_info", "static"]
     assert "fast_info" not in order["tags"] and "static" not in order["tags"]

@@ -7,13 +7,10 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from emulator.keys import STATS
 from shared.embedded_redis import free_port
 from shared.stack import wait_for_ping
 from tests.conftest import TEST_TOKEN
@@ -25,7 +22,7 @@ async def test_sigterm_finishes_the_request_in_flight(
     emulator_server: TestServer,
     emu: TestClient,
     unique: str,
-    monkeypatch: pytest.MonkeyPatch,
+    totw_received: asyncio.Event,
 ) -> None:
     port = free_port()
     env = {
@@ -45,23 +42,13 @@ async def test_sigterm_finishes_the_request_in_flight(
         await emu.post(
             "/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 700}
         )
-        upstream_has_it = asyncio.Event()
-        stats = emulator_server.app[STATS]
-        record_call = stats.record_call
-
-        def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
-            record_call(endpoint, headers, body)
-            if endpoint == "totw":
-                upstream_has_it.set()
-
-        monkeypatch.setattr(stats, "record_call", record_and_tell)
         async with aiohttp.ClientSession() as session:
             in_flight = asyncio.create_task(session.post(
                 f"http://127.0.0.1:{port}/mlutp/v1/taxi/fast_info",
                 json={"orders": [{"orderid": orderid}]}, headers={"X-Yandex-UID": unique},
             ))  # fmt: skip
             async with asyncio.timeout(10):
-                await upstream_has_it.wait()
+                await totw_received.wait()
             process.send_signal(signal.SIGTERM)
             response = await in_flight
             assert response.status == 200
