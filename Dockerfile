@@ -9,6 +9,7 @@ COPY shared ./shared
 COPY services ./services
 COPY emulator ./emulator
 COPY client ./client
+COPY devtools ./devtools
 COPY policy ./policy
 RUN pip install --no-cache-dir .
 USER nobody

@@ -21,7 +21,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
-from benchmarks.stack import wait_http
+from devtools.bench_stack import wait_http
 from shared.embedded_redis import EmbeddedRedis, free_port
 
 TOKEN = "bench-token"

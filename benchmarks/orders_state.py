@@ -20,7 +20,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
-from benchmarks.stack import TOKEN, post_json, upstream_stack, wait_http
+from devtools.bench_stack import TOKEN, post_json, upstream_stack, wait_http
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, run_load
-from benchmarks.stack import post_json, upstream_stack
+from devtools.bench_stack import post_json, upstream_stack
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
 

@@ -30,7 +30,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     app[FAULTS] = Faults()
 
     async def features_ctx(app: web.Application) -> AsyncIterator[None]:
-        tags = await OrderTagsClient.create(
+        tags = OrderTagsClient(
             settings.order_tags_url,
             settings.service_token.get_secret_value(),
             deadline_s=settings.order_tags_deadline_s,

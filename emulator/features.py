@@ -8,7 +8,7 @@ from typing import Any
 
 from emulator.stats import Stats
 from emulator.world import DataChange, Order, World
-from shared.errors import TagCacheUnavailable
+from shared.errors import OrderTagsUnavailable
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy
 
@@ -47,7 +47,7 @@ class Features:
                 await self.tags.set(change.service, change.orderid, content)
                 return content
             return await self.tags.bump(change.service, change.orderid, parts)
-        except TagCacheUnavailable as exc:
+        except OrderTagsUnavailable as exc:
             # the data has changed anyway; a client sees it once its tag expires
             self.stats.tag_write_failures += 1
             log.warning("tag write failed", extra={"orderid": change.orderid, "error": str(exc)})

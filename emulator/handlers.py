@@ -14,10 +14,11 @@ from emulator.world import DataChange, InvalidChange, Order, UnknownOrder
 from shared import wire
 from shared.errors import BadRequest, NotFound, Unauthorized
 from shared.protocol.allowed_changes import SourceAllowance
+from shared.upstream_wire import RouteRequest, SourceOrder, SourceResponse
 from shared.web import json_response, read_json
 
 _order_request = msgspec.json.Decoder(ew.OrderRequest)
-_route_request = msgspec.json.Decoder(ew.RouteRequest)
+_route_request = msgspec.json.Decoder(RouteRequest)
 _create = msgspec.json.Decoder(ew.CreateOrder)
 _change = msgspec.json.Decoder(ew.ChangeFields)
 _fault = msgspec.json.Decoder(ew.FaultRequest)
@@ -78,8 +79,8 @@ async def order_source(request: web.Request) -> web.Response:
         allowed = SourceAllowance(can_make_more_orders=True)
     else:
         allowed = SourceAllowance(False, "active_orders_limit")
-    orders = [ew.SourceOrder(o.orderid, o.status, o.created_at, o.brief()) for o in active]
-    return await _respond(request, target, ew.SourceResponse(orders, allowed))
+    orders = [SourceOrder(o.orderid, o.status, o.created_at, o.brief()) for o in active]
+    return await _respond(request, target, SourceResponse(orders, allowed))
 
 
 async def taxiontheway(request: web.Request) -> web.Response:

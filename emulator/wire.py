@@ -7,35 +7,15 @@ from typing import Annotated, Any
 import msgspec
 
 from emulator.faults import FaultMode
-from shared.protocol.allowed_changes import SourceAllowance
 from shared.wire import OrderId, ServiceName
 
 UserId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
-
-
-class SourceOrder(msgspec.Struct):
-    orderid: str
-    status: str
-    created_at: str
-    brief: dict[str, Any]
-
-
-class SourceResponse(msgspec.Struct):
-    orders: list[SourceOrder]
-    allowed_changes: SourceAllowance
 
 
 class OrderRequest(msgspec.Struct):
     """totw, eats/grocery details: other fields of the body are accepted and ignored."""
 
     orderid: OrderId
-
-
-class RouteRequest(msgspec.Struct):
-    orderid: OrderId
-    coordinates: list[float] | None = None
-    timestamp: str | None = None
-    use_history: bool = False
 
 
 class CreateOrder(msgspec.Struct, forbid_unknown_fields=True):

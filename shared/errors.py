@@ -39,14 +39,19 @@ class ServiceUnavailable(DomainError):
     code = "service_unavailable"
 
 
-class CacheUnavailable(ServiceUnavailable):
-    """Redis (the tag cache) did not answer within its deadline."""
+class RedisUnavailable(ServiceUnavailable):
+    """Inside order_tags: Redis did not answer within its deadline (a 503 to the caller)."""
 
     code = "cache_unavailable"
 
 
-class TagCacheUnavailable(Exception):
-    """The order_tags service is unreachable, slow, failing, or its circuit is open.
+class OrderTagsUnavailable(Exception):
+    """Outside order_tags: the service is unreachable, slow, failing or answered garbage.
 
     Raised by `OrderTagsClient`; callers degrade instead of failing.
     """
+
+
+class StartupError(Exception):
+    """The service cannot start as configured (a bad policy file, an upstream with no URL);
+    the message names the problem and the service exits with it."""

@@ -3,37 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import aiohttp
 import msgspec
 
 from shared import wire
-from shared.errors import TagCacheUnavailable
+from shared.errors import OrderTagsUnavailable
 from shared.http import RetryPolicy, UpstreamClient
 
 T = TypeVar("T")
 
 
 class OrderTagsClient(UpstreamClient):
-    """Every failure (refused, slow, 5xx, garbage) surfaces as one `TagCacheUnavailable`,
+    """Every failure (refused, slow, 5xx, garbage) surfaces as one `OrderTagsUnavailable`,
     because callers treat them all the same way: degrade."""
 
     _get_decoder = msgspec.json.Decoder(wire.TagsGetResponse)
     _write_decoder = msgspec.json.Decoder(wire.TagsWriteResponse)
     _delete_decoder = msgspec.json.Decoder(wire.TagsDeleteResponse)
 
-    @classmethod
-    async def create(
-        cls,
+    def __init__(
+        self,
         base_url: str,
         token: str,
         *,
         deadline_s: float = 0.05,
         retry: RetryPolicy | None = None,
         session: aiohttp.ClientSession | None = None,
-    ) -> Self:
-        return cls(
+    ) -> None:
+        super().__init__(
             base_url,
             attempt_timeout_s=deadline_s,
             deadline_s=deadline_s,
@@ -53,15 +52,15 @@ class OrderTagsClient(UpstreamClient):
         try:
             response = await self.post(path, wire.encode(request), deadline_s=deadline_s)
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise TagCacheUnavailable(f"order_tags {path}: {exc!r}") from exc
+            raise OrderTagsUnavailable(f"order_tags {path}: {exc!r}") from exc
         if response.status != 200:
-            raise TagCacheUnavailable(
+            raise OrderTagsUnavailable(
                 f"order_tags {path}: HTTP {response.status} {response.body[:200]!r}"
             )
         try:
             return decoder.decode(response.body)
         except msgspec.DecodeError as exc:
-            raise TagCacheUnavailable(f"order_tags {path}: bad response: {exc}") from exc
+            raise OrderTagsUnavailable(f"order_tags {path}: bad response: {exc}") from exc
 
     async def get(
         self, orders: Sequence[wire.OrderKey], *, deadline_s: float | None = None

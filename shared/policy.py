@@ -24,10 +24,13 @@ from pydantic import (
     model_validator,
 )
 
+from shared.errors import StartupError
+
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent.parent / "policy" / "polling_policy.yaml"
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 FieldName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Status = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Url = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_./-]*$", max_length=200)]
 
 
@@ -36,7 +39,7 @@ class PollingType(StrEnum):
     ROUTE_DISTANCE_DEPENDED = "route_distance_depended"
 
 
-class PolicyError(Exception):
+class PolicyError(StartupError):
     """The policy file is unreadable or invalid; the message names the place."""
 
 
@@ -111,6 +114,9 @@ class ServicePolicy(BaseModel):
 
     rules: tuple[PartRule, ...] = Field(min_length=1)
     deprecated: tuple[DeprecatedRules, ...] = ()
+    # status → base polling interval; statuses not listed get the configured default. Not part
+    # of the policy version: tuning an interval invalidates no client tag.
+    interval_bases_ms: dict[Status, Annotated[int, Field(gt=0, le=3_600_000)]] = {}
 
     @model_validator(mode="after")
     def _valid(self) -> ServicePolicy:
@@ -210,6 +216,14 @@ class PollingPolicy(BaseModel):
 
     def version(self, service: str) -> str:
         return self.services[service].policy_version
+
+    def interval_bases_ms(self) -> dict[str, int]:
+        """ "<service>:<status>" → the base polling interval of that status."""
+        return {
+            f"{service}:{status}": base
+            for service, policy in self.services.items()
+            for status, base in policy.interval_bases_ms.items()
+        }
 
 
 def _format_error(exc: ValidationError) -> str:

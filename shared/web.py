@@ -19,10 +19,9 @@ from pydantic import ValidationError
 
 from shared import wire
 from shared.config import ServiceSettings
-from shared.errors import DomainError, PayloadTooLarge
+from shared.errors import DomainError, PayloadTooLarge, StartupError
 from shared.logs import request_id_var, setup_logging
 from shared.metrics import HttpMetrics
-from shared.policy import PolicyError
 
 T = TypeVar("T")
 S = TypeVar("S", bound=ServiceSettings)
@@ -164,7 +163,7 @@ def run_service(
     settings = load_settings(service, settings_class)
     try:
         app = create_app(settings)
-    except PolicyError as exc:
+    except StartupError as exc:
         print(f"{service}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     setup_logging(service, settings.log_level, settings.log_json)

@@ -18,6 +18,8 @@ OrderId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 PartName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 # short and URL-safe, so a client tag (policy version + content + time) stays within 128 chars
 ContentTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:~-]{1,64}$")]
+# a client tag as the server accepts it back (it issues at most 128 chars)
+ClientTagText = Annotated[str, msgspec.Meta(max_length=256)]
 MAX_PARTS = 32
 MAX_BATCH = 100
 
@@ -30,7 +32,7 @@ class Error(msgspec.Struct):
 # --- order_tags -------------------------------------------------------------------------------
 
 
-class OrderKey(msgspec.Struct, frozen=True):
+class OrderKey(msgspec.Struct, frozen=True, order=True):
     service: ServiceName
     orderid: OrderId
 

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Self
+from typing import Any
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config import DEFAULT_EMULATOR_URL, DEFAULT_ORDER_TAGS_URL, ServiceSettings
-from shared.policy import DEFAULT_POLICY_PATH
-from shared.protocol.interval import DEFAULT_STATUS_BASES_MS, IntervalRules
+from shared.policy import DEFAULT_POLICY_PATH, PollingPolicy
+from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
 
 # where each upstream lives on the emulator; any of them can be pointed elsewhere
@@ -21,12 +21,15 @@ EMULATOR_PATHS = {
     "grocery_details_url": "/grocery/v1/orders/details",
     "taxiroute_url": "/taxiroute/v1/route",
 }
+# The one table of part types the server serves: part_type → the upstream setting that
+# proxies it. The legacy /3.0/taxiontheway pass-through goes to the totw part type's upstream.
 PART_TYPE_UPSTREAMS = {
     "totw": "totw_url",
     "eats_full": "eats_details_url",
     "grocery_full": "grocery_details_url",
     "taxiroute": "taxiroute_url",
 }
+LEGACY_PART_TYPE = "totw"
 
 
 class UpstreamSettings(BaseSettings):
@@ -44,13 +47,16 @@ class UpstreamSettings(BaseSettings):
     grocery_details_url: str = ""
     taxiroute_url: str = ""
 
-    @model_validator(mode="after")
-    def _default_to_emulator(self) -> Self:
-        base = self.emulator_url.rstrip("/")
-        for name, path in EMULATOR_PATHS.items():
-            if not getattr(self, name):
-                object.__setattr__(self, name, base + path)
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _default_to_emulator(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        base = str(values.get("emulator_url") or DEFAULT_EMULATOR_URL).rstrip("/")
+        return {
+            **{name: base + path for name, path in EMULATOR_PATHS.items()},
+            **{name: value for name, value in values.items() if value},
+        }
 
     def order_source_url(self, service: str) -> str | None:
         url: str | None = getattr(self, f"{service}_order_source_url", None)
@@ -85,8 +91,6 @@ class ProtocolSettings(BaseSettings):
     max_extra_fields: int = Field(16, ge=0)
     max_extra_bytes: int = Field(2048, ge=0)
     max_part_orders: int = Field(3, ge=1)
-    # "<service>:<status>" → ms, as JSON in MLUTP_INTERVAL_BASES_MS
-    interval_bases_ms: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_STATUS_BASES_MS))
     interval_default_ms: int = Field(5000, gt=0)
     interval_no_orders_ms: int = Field(30_000, gt=0)
     interval_min_ms: int = Field(1000, gt=0)
@@ -102,9 +106,10 @@ class ProtocolSettings(BaseSettings):
             degraded_min_ttl_ms=int(self.degraded_min_ttl_s * 1000),
         )
 
-    def interval_rules(self) -> IntervalRules:
+    def interval_rules(self, policy: PollingPolicy) -> IntervalRules:
+        """The per-status bases are policy (the policy file); the rest are numbers here."""
         return IntervalRules(
-            status_bases_ms=self.interval_bases_ms,
+            status_bases_ms=policy.interval_bases_ms(),
             default_base_ms=self.interval_default_ms,
             no_orders_ms=self.interval_no_orders_ms,
             jitter=self.interval_jitter,

@@ -17,13 +17,14 @@ from services.bff.known_orders import ParsedKnownOrder
 from services.bff.metrics import BffMetrics
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import StoredTags, TagCache
-from services.bff.wire import PolicyRule, SourceOrder, SourceResponse
+from services.bff.wire import PolicyRule
 from shared.policy import PollingPolicy
 from shared.protocol.allowed_changes import AllowedChange, SourceAllowance, allowed_changes
 from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
 from shared.protocol.need_request import TagTimings, client_policy_version, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
 from shared.protocol.tags import part_content
+from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import OrderKey
 
 # keys of a response order that a source's brief fields may not overwrite
@@ -204,7 +205,7 @@ class OrdersStateEngine:
             self._actual(
                 service,
                 source_order,
-                known_by_key.get((service, source_order.orderid)),
+                known_by_key.get(key),
                 stored.get(key) if stored else None,
                 cache_available=cache_available,
                 now_ms=now_ms,
@@ -217,7 +218,10 @@ class OrdersStateEngine:
         for order in stale:
             self.metrics.stale_orders.labels(order["service"]).inc()
         orders = merge_orders(
-            actual, stale, [k.key for k in known], key=lambda o: (o["service"], o["orderid"])
+            actual,
+            stale,
+            [k.key for k in known],
+            key=lambda o: OrderKey(o["service"], o["orderid"]),
         )
 
         allowances: dict[str, SourceAllowance] = {

@@ -12,6 +12,7 @@ from services.bff.wire import KNOWN_ORDER_FIELDS, KnownOrder
 from shared import wire
 from shared.errors import BadRequest
 from shared.policy import PollingPolicy
+from shared.wire import OrderKey
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class ParsedKnownOrder:
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.order.service, self.order.orderid)
+    def key(self) -> OrderKey:
+        return OrderKey(self.order.service, self.order.orderid)
 
 
 def parse_known_orders(
@@ -41,7 +42,7 @@ def parse_known_orders(
             code="too_many_orders",
         )
     parsed: list[ParsedKnownOrder] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[OrderKey] = set()
     for index, item in enumerate(items):
         where = f"known_orders[{index}]"
         try:

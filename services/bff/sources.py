@@ -4,13 +4,12 @@ on a 5xx or a connection error. A source that fails or misses its deadline is un
 from __future__ import annotations
 
 import logging
-from typing import Self
 
 import aiohttp
 import msgspec
 
-from services.bff.wire import SourceResponse
 from shared.http import RetryPolicy, UpstreamClient
+from shared.upstream_wire import SourceResponse
 
 log = logging.getLogger("mlutp.sources")
 
@@ -35,17 +34,6 @@ class OrderSourceClient(UpstreamClient):
             retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=False),
         )
         self.service = service
-
-    @classmethod
-    async def create(
-        cls,
-        service: str,
-        url: str,
-        *,
-        deadline_s: float,
-        session: aiohttp.ClientSession | None = None,
-    ) -> Self:
-        return cls(service, url, deadline_s=deadline_s, session=session)
 
     async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
         """The user's active orders, or None when the source is unavailable."""

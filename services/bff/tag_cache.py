@@ -4,23 +4,17 @@ so a dead cache costs nothing per request. `None` means unavailable: callers deg
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
 import time
 from collections.abc import Callable, Sequence
 
 from services.bff.metrics import BffMetrics
-from shared.errors import TagCacheUnavailable
+from shared.errors import OrderTagsUnavailable
 from shared.order_tags_client import OrderTagsClient
 from shared.protocol.circuit import CircuitBreaker
+from shared.protocol.tags import new_content_tag
 from shared.wire import OrderKey
 
 StoredTags = dict[OrderKey, dict[str, str] | None]
-
-
-def new_content_tag() -> str:
-    """For parts that had no content tag: unique, so no client tag can match it by chance."""
-    return "n" + base64.urlsafe_b64encode(os.urandom(9)).decode()
 
 
 class TagCache:
@@ -44,7 +38,7 @@ class TagCache:
             return None
         try:
             stored = await self.client.get(orders)
-        except TagCacheUnavailable:
+        except OrderTagsUnavailable:
             self.circuit.failure(self.clock())
             self.metrics.tag_cache.labels("unavailable").inc()
             self.metrics.circuit_open.set(int(self.circuit.is_open))
@@ -66,11 +60,9 @@ class TagCache:
 
         async def create(key: OrderKey, parts: list[str]) -> dict[str, str] | None:
             try:
-                return await self.client.set(
-                    key.service, key.orderid, {part: new_content_tag() for part in parts},
-                    only_if_absent=True,
-                )  # fmt: skip
-            except TagCacheUnavailable:
+                created = {part: new_content_tag() for part in parts}
+                return await self.client.set(key.service, key.orderid, created, only_if_absent=True)
+            except OrderTagsUnavailable:
                 return None
 
         keys = [key for key, parts in missing.items() if parts]

@@ -6,10 +6,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from shared.protocol.allowed_changes import AllowedChange, SourceAllowance
-from shared.wire import OrderId, ServiceName
+from shared.protocol.allowed_changes import AllowedChange
+from shared.wire import ClientTagText, OrderId, ServiceName
 
-ClientTagText = Annotated[str, msgspec.Meta(max_length=256)]
 ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Status = Annotated[str, msgspec.Meta(max_length=64)]
 
@@ -64,18 +63,3 @@ class LaunchState(msgspec.Struct):
 
 class LaunchResponse(msgspec.Struct):
     mlutp_orders_state: LaunchState
-
-
-# --- order sources ----------------------------------------------------------------------------
-
-
-class SourceOrder(msgspec.Struct):
-    orderid: str
-    status: str
-    created_at: str
-    brief: dict[str, Any] = {}
-
-
-class SourceResponse(msgspec.Struct):
-    orders: list[SourceOrder]
-    allowed_changes: SourceAllowance

@@ -3,7 +3,8 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from services.bff.resources import ENGINE, poll, user_id
+from services.bff.keys import ENGINE
+from services.bff.requests import poll, require_user
 from services.bff.wire import INTERVAL_HEADER, LaunchRequest, LaunchResponse, LaunchState
 from shared.web import json_response, read_json
 
@@ -11,7 +12,7 @@ _launch_request = msgspec.json.Decoder(LaunchRequest)
 
 
 async def launch(request: web.Request) -> web.Response:
-    user_id(request)
+    require_user(request)
     body = await read_json(request, _launch_request)
     services, result = await poll(request, body.known_orders, body.supported_services)
     # the policy only of the services the client supports

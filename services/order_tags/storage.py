@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from redis.exceptions import RedisError
 
-from shared.errors import CacheUnavailable
+from shared.errors import RedisUnavailable
+from shared.protocol.tags import new_content_tag
 from shared.redis import RedisClient
 from shared.wire import OrderKey
 
@@ -21,12 +19,6 @@ T = TypeVar("T")
 def tags_key(service: str, orderid: str) -> str:
     # the braces make the pair a Redis Cluster hash tag: one order, one slot; orders spread
     return f"tags:{{{service}:{orderid}}}"
-
-
-def new_content_tag() -> str:
-    """Unique without coordination: milliseconds, then 48 random bits, URL-safe."""
-    millis = int(time.time() * 1000)
-    return f"b{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
 
 
 # One command, so atomic on a single Redis and on a cluster alike (the key is one slot).
@@ -57,7 +49,7 @@ class TagStore:
             async with asyncio.timeout(self.deadline_s):
                 return await operation()
         except (RedisError, OSError, TimeoutError) as exc:
-            raise CacheUnavailable(f"Redis did not answer: {exc!r}") from exc
+            raise RedisUnavailable(f"Redis did not answer: {exc!r}") from exc
 
     async def get_many(self, orders: Sequence[OrderKey]) -> list[dict[str, str] | None]:
         """All orders' tags in one pipeline: one round trip for the whole batch."""

@@ -5,18 +5,20 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from services.bff.resources import BFF_METRICS, POLICY, TAG_CACHE, setup_bff
+from services.bff.config import LEGACY_PART_TYPE
+from services.bff.keys import BFF_METRICS, POLICY, TAG_CACHE
+from services.bff.resources import setup_bff
 from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
-from services.orders_state.parts import PartService, PartUpstreamClient
+from services.orders_state.part_service import PartService
+from services.orders_state.part_upstream import PartUpstreamClient
+from shared.errors import StartupError
 from shared.http import HTTP_SESSION
-from shared.policy import PolicyError, PollingPolicy
+from shared.policy import PollingPolicy, PollingType
 from shared.web import create_base_app
 
 SERVICE = "orders_state"
-ROUTE_PART_TYPE = "taxiroute"
-LEGACY_PART_TYPE = "totw"
 
 
 def part_upstream_urls(settings: OrdersStateSettings, policy: PollingPolicy) -> dict[str, str]:
@@ -27,7 +29,7 @@ def part_upstream_urls(settings: OrdersStateSettings, policy: PollingPolicy) -> 
     for part_type in sorted(part_types):
         url = settings.upstreams.part_upstream_url(part_type)
         if url is None:
-            raise PolicyError(f"part_type {part_type!r} has no upstream")
+            raise StartupError(f"part_type {part_type!r} has no upstream")
         urls[part_type] = url
     return urls
 
@@ -42,7 +44,7 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
 
     async def parts_ctx(app: web.Application) -> AsyncIterator[None]:
         upstreams = {
-            part_type: await PartUpstreamClient.create(
+            part_type: PartUpstreamClient(
                 url,
                 timeout_s=protocol.part_timeout_s,
                 deadline_s=protocol.part_deadline_s,
@@ -66,7 +68,7 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
     app.router.add_post("/3.0/taxiontheway", handlers.taxiontheway)
     # every rule's url is served, those of deprecated policy versions too
     for endpoint in policy.endpoints:
-        if endpoint.rule.part_type == ROUTE_PART_TYPE:
+        if endpoint.rule.polling_type is PollingType.ROUTE_DISTANCE_DEPENDED:
             app.router.add_post(endpoint.rule.url, handlers.route_handler(endpoint))
         else:
             app.router.add_post(endpoint.rule.url, handlers.part_handler(endpoint))

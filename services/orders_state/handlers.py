@@ -6,12 +6,13 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.bff.resources import poll, upstream_headers, user_id
+from services.bff.requests import poll, require_user, upstream_headers
 from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
-from services.orders_state.parts import parse_part_request
-from services.orders_state.wire import PartResponse, RouteRequest
+from services.orders_state.part_request import parse_part_request
+from services.orders_state.wire import PartResponse
 from shared.policy import PartEndpoint
+from shared.upstream_wire import RouteRequest
 from shared.web import json_response, read_json
 
 _state_request = msgspec.json.Decoder(StateRequest)
@@ -20,7 +21,7 @@ _route_request = msgspec.json.Decoder(RouteRequest)
 
 
 async def orders_state(request: web.Request) -> web.Response:
-    user_id(request)
+    require_user(request)
     body = await read_json(request, _state_request)
     _, result = await poll(request, body.known_orders, body.supported_services)
     return json_response(
@@ -31,11 +32,11 @@ async def orders_state(request: web.Request) -> web.Response:
 
 def part_handler(endpoint: PartEndpoint) -> Handler:
     async def handler(request: web.Request) -> web.Response:
-        user_id(request)
+        require_user(request)
         body = await read_json(request, _object)
-        orders, other = parse_part_request(body, request.app[MAX_PART_ORDERS])
+        parsed = parse_part_request(body, request.app[MAX_PART_ORDERS])
         parts = await request.app[PARTS].fetch_parts(
-            endpoint, orders, other, upstream_headers(request)
+            endpoint, parsed.orders, parsed.other_fields, upstream_headers(request)
         )
         return json_response(PartResponse(parts))
 
@@ -44,7 +45,7 @@ def part_handler(endpoint: PartEndpoint) -> Handler:
 
 def route_handler(endpoint: PartEndpoint) -> Handler:
     async def handler(request: web.Request) -> web.Response:
-        user_id(request)
+        require_user(request)
         body = await read_json(request, _route_request)
         part = await request.app[PARTS].fetch_route(
             endpoint, msgspec.to_builtins(body), upstream_headers(request)
@@ -56,7 +57,7 @@ def route_handler(endpoint: PartEndpoint) -> Handler:
 
 async def taxiontheway(request: web.Request) -> web.Response:
     """The legacy endpoint, passed through unchanged: old clients and the load baseline."""
-    user_id(request)
+    require_user(request)
     body = await request.read()
     response = await request.app[TOTW].pass_through(body, upstream_headers(request))
     return web.Response(

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.orders_state.parts import PartService, PartUpstreamClient
+from services.orders_state.part_service import PartService
+from services.orders_state.part_upstream import PartUpstreamClient
 
 PARTS = web.AppKey("parts", PartService)
 TOTW = web.AppKey("totw", PartUpstreamClient)

@@ -6,24 +6,12 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-DEFAULT_STATUS_BASES_MS: dict[str, int] = {
-    "taxi:searching": 2000,
-    "taxi:driving": 3000,
-    "taxi:waiting": 3000,
-    "taxi:transporting": 5000,
-    "eats:created": 10000,
-    "eats:cooking": 10000,
-    "eats:delivering": 5000,
-    "grocery:created": 10000,
-    "grocery:assembling": 10000,
-    "grocery:delivering": 5000,
-}
-
 
 @dataclass(frozen=True)
 class IntervalRules:
-    # "<service>:<status>" → base interval; statuses not listed get `default_base_ms`
-    status_bases_ms: Mapping[str, int] = field(default_factory=lambda: DEFAULT_STATUS_BASES_MS)
+    # "<service>:<status>" → base interval (from the polling policy); statuses not listed
+    # get `default_base_ms`
+    status_bases_ms: Mapping[str, int] = field(default_factory=dict)
     default_base_ms: int = 5000
     no_orders_ms: int = 30_000
     degraded_factor: float = 2.0

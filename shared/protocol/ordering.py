@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from shared.wire import OrderKey
+
 T = TypeVar("T")
-OrderKey = tuple[str, str]  # (service, orderid)
 
 
 def canonical_key(created_at: str, service: str, orderid: str) -> tuple[str, str, str]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,6 +24,14 @@ MAX_CLOCK_SKEW_MS = 60_000
 
 _POLICY_VERSION = re.compile(r"^[0-9a-f]{4,16}$")
 _ISSUED = re.compile(r"^[0-9a-z]{1,12}$")
+
+
+def new_content_tag() -> str:
+    """A content tag unique without coordination (milliseconds, then 48 random bits,
+    URL-safe): for a bump, and for a part that had none, so no client tag matches it by
+    chance."""
+    millis = int(time.time() * 1000)
+    return f"b{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
 
 
 @dataclass(frozen=True)

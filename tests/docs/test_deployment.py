@@ -10,7 +10,7 @@ import yaml
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
-from shared.stack import STACK
+from devtools.stack import STACK
 from tests.apps import SETTINGS_CLASSES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ import sys
 import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
+from devtools.stack import wait_for_ping
 from shared.embedded_redis import free_port
-from shared.stack import wait_for_ping
 from tests.conftest import TEST_TOKEN
 from tests.services.conftest import create
 

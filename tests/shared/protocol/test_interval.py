@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
+from shared.policy import load_policy
 from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
 
-NO_JITTER = IntervalRules(jitter=0.0)
+# the per-status bases of the policy file
+NO_JITTER = IntervalRules(status_bases_ms=load_policy().interval_bases_ms(), jitter=0.0)
 
 
 def interval(orders, *, degraded=False, overload=1.0, rules=NO_JITTER, seed=0) -> int:  # type: ignore[no-untyped-def]
@@ -46,6 +49,7 @@ def test_it_is_clamped_to_1_to_60_s():
 
 
 def test_jitter_spreads_clients_within_ten_percent():
-    values = {interval([("taxi", "driving")], rules=IntervalRules(), seed=s) for s in range(200)}
+    rules = replace(NO_JITTER, jitter=0.1)
+    values = {interval([("taxi", "driving")], rules=rules, seed=s) for s in range(200)}
     assert len(values) > 50
     assert min(values) >= 2700 and max(values) <= 3300

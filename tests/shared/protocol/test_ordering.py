@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.protocol.ordering import canonical_key, merge_orders
+from shared.wire import OrderKey
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,8 @@ class Ord:
     created_at: str
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.service, self.orderid)
+    def key(self) -> OrderKey:
+        return OrderKey(self.service, self.orderid)
 
 
 def canonical(orders: list[Ord]) -> list[Ord]:

@@ -33,7 +33,7 @@ import uvloop
 
 from client.client import ClientOptions, ClientStats, MlutpClient
 from client.legacy import LegacyClient
-from shared.stack import Stack, free_ports_env
+from devtools.stack import Stack, free_ports_env
 
 HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")
 FAULTS = ("redis", "source:eats")

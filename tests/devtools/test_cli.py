@@ -12,8 +12,8 @@ import urllib.request
 import psutil
 import pytest
 
+from devtools.stack import STACK
 from shared.embedded_redis import free_port
-from shared.stack import STACK
 
 
 def stack_env() -> tuple[dict[str, str], dict[str, int]]:
@@ -30,7 +30,7 @@ def stack_env() -> tuple[dict[str, str], dict[str, int]]:
 def test_mlutp_run_with_clients_prints_a_live_summary() -> None:
     env, _ = stack_env()
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "run", "--with-clients", "3"],
+        [sys.executable, "-m", "devtools.cli", "run", "--with-clients", "3"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -59,7 +59,7 @@ def test_mlutp_run_with_clients_prints_a_live_summary() -> None:
 def test_mlutp_run_starts_pings_and_stops_cleanly(stop_signal: signal.Signals) -> None:
     env, ports = stack_env()
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "run"],
+        [sys.executable, "-m", "devtools.cli", "run"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

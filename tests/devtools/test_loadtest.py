@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from client.loadtest import LoadtestConfig, run_loadtest
+from devtools.loadtest import LoadtestConfig, run_loadtest
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

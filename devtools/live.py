@@ -10,7 +10,7 @@ import time
 import aiohttp
 
 from client.client import ClientOptions, MlutpClient
-from shared.stack import Stack
+from devtools.stack import Stack
 
 SUMMARY_EVERY_S = 5.0
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from shared.stack import Stack
+from devtools.stack import Stack
 
 
 async def race_stop(stop: asyncio.Event, work: Coroutine[Any, Any, Any]) -> bool:
@@ -60,7 +60,7 @@ async def run_stack(ready_timeout_s: float, with_clients: int) -> int:
 
         work: Coroutine[Any, Any, Any] = stack.wait_for_exit()
         if with_clients:
-            from client.live import run_live_clients
+            from devtools.live import run_live_clients
 
             async def exit_or_clients() -> None:
                 clients = asyncio.ensure_future(run_live_clients(stack, with_clients, stop))
@@ -92,14 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--with-clients", type=int, default=0, metavar="N",
                      help="also run N simulated clients and print a live summary")  # fmt: skip
     loadtest = commands.add_parser("loadtest", help="the new scheme vs legacy polling, measured")
-    from client.loadtest import add_arguments
+    from devtools.loadtest import add_arguments
 
     add_arguments(loadtest)
     args = parser.parse_args(argv)
     if args.command == "run":
         return asyncio.run(run_stack(args.ready_timeout, args.with_clients))
     if args.command == "loadtest":
-        from client.loadtest import main as loadtest_main
+        from devtools.loadtest import main as loadtest_main
 
         return loadtest_main(args)
     return 2

@@ -1,0 +1,46 @@
+"""Request glue of the client-facing endpoints: who the user is, what goes upstream with
+their calls, and the poll both orders/state and launch make."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.bff.engine import PollResult
+from services.bff.keys import ENGINE, LIMITS, POLICY
+from services.bff.known_orders import parse_known_orders, queried_services
+from shared.errors import Unauthorized
+from shared.web import request_id
+
+USER_HEADER = "X-Yandex-UID"
+
+
+def require_user(request: web.Request) -> str:
+    """The gateway authenticates the user and passes X-Yandex-UID; no user, no answer."""
+    value = request.headers.get(USER_HEADER, "").strip()
+    if not value:
+        raise Unauthorized(f"{USER_HEADER} is required", code="unauthorized")
+    return value
+
+
+def upstream_headers(request: web.Request) -> dict[str, str]:
+    """Headers forwarded to upstreams; the request id is generated when absent."""
+    headers = {
+        name: request.headers[name]
+        for name in ("User-Agent", "Accept-Language", USER_HEADER)
+        if name in request.headers
+    }
+    headers["X-Request-Id"] = request_id(request)
+    return headers
+
+
+async def poll(
+    request: web.Request, known_orders: list[dict[str, Any]], supported: list[str] | None
+) -> tuple[list[str], PollResult]:
+    """The poll both client-facing endpoints make: validate, then run the engine.
+    Returns the queried services and the result."""
+    policy = request.app[POLICY]
+    known = parse_known_orders(known_orders, policy, request.app[LIMITS])
+    services = queried_services(supported, known, policy)
+    return services, await request.app[ENGINE].poll(known, services, upstream_headers(request))

@@ -1,0 +1,35 @@
+"""Wire types of the upstream APIs the BFF calls: the order sources and taxiroute. The
+emulator answers with these very types, so the two sides cannot drift apart."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from shared.protocol.allowed_changes import SourceAllowance
+from shared.wire import ClientTagText, OrderId
+
+
+class SourceOrder(msgspec.Struct):
+    orderid: str
+    status: str
+    created_at: str
+    brief: dict[str, Any] = {}
+
+
+class SourceResponse(msgspec.Struct):
+    """An order source's answer: the user's active orders and its allowed_changes."""
+
+    orders: list[SourceOrder]
+    allowed_changes: SourceAllowance
+
+
+class RouteRequest(msgspec.Struct):
+    """The request old clients already send to taxiroute (the route part proxies it)."""
+
+    orderid: OrderId
+    coordinates: Annotated[list[float], msgspec.Meta(min_length=2, max_length=2)] | None = None
+    timestamp: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    use_history: bool = False
+    tag: ClientTagText | None = None
