@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
 from devtools.bench_stack import wait_http
+from services.order_tags.storage import tags_key
 from shared.embedded_redis import EmbeddedRedis, free_port
 
 TOKEN = "bench-token"
@@ -94,7 +95,7 @@ def main() -> None:
     server.start()
     client = redis.Redis.from_url(server.url, decode_responses=True)
     for service, orderid in ORDERS:
-        client.hset(f"tags:{{{service}:{orderid}}}", mapping={"fast_info": "v1", "chat": "c1"})
+        client.hset(tags_key(service, orderid), mapping={"fast_info": "v1", "chat": "c1"})
 
     service_port, bare_port = free_port(), free_port()
     env = dict(

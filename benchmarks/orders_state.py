@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
 from devtools.bench_stack import TOKEN, post_json, upstream_stack, wait_http
+from services.order_tags.storage import tags_key
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
@@ -80,14 +81,16 @@ def main() -> None:
         known = []
         for service in ("taxi", "taxi", "eats"):
             created = json.loads(
-                post_json(f"{emulator}/emulator/v1/orders",
-                          json.dumps({"user_id": USER, "service": service}).encode())
-            )  # fmt: skip
+                post_json(
+                    f"{emulator}/emulator/v1/orders",
+                    json.dumps({"user_id": USER, "service": service}).encode(),
+                )
+            )
             known.append((service, created["orderid"]))
         client = redis.Redis.from_url(stack.redis.url, decode_responses=True)
         known_orders = []
         for service, orderid in known:
-            stored: dict[str, str] = client.hgetall(f"tags:{{{service}:{orderid}}}")  # type: ignore[assignment]
+            stored: dict[str, str] = client.hgetall(tags_key(service, orderid))  # type: ignore[assignment]
             # the steady state: the client holds a valid tag for every part
             tags = {
                 rule.part_name: encode_tag(policy.version(service), stored.get(rule.part_name), 0)
@@ -125,8 +128,11 @@ def main() -> None:
         headers = {"X-Yandex-UID": USER}
 
         def measure(port: int, seconds: float) -> LoadResult:
-            return asyncio.run(run_load(port, PATH, body, headers=headers, seconds=seconds,
-                                        connections=args.connections))  # fmt: skip
+            return asyncio.run(
+                run_load(
+                    port, PATH, body, headers=headers, seconds=seconds, connections=args.connections
+                )
+            )
 
         measure(bff_port, 1.0)
         measure(bare_port, 1.0)
@@ -137,8 +143,11 @@ def main() -> None:
             for name, port in (("orders_state", bff_port), ("bare", bare_port)):
                 client.config_resetstat()
                 result = measure(port, args.seconds)
-                commands = sum(v["calls"] for k, v in client.info("commandstats").items()
-                               if k != "cmdstat_config|resetstat")  # fmt: skip
+                commands = sum(
+                    v["calls"]
+                    for k, v in client.info("commandstats").items()
+                    if k != "cmdstat_config|resetstat"
+                )
                 reads = client.info("stats")["total_reads_processed"]
                 print(
                     f"round {round_no + 1} {result.line(name)}  "

@@ -62,8 +62,11 @@ def main() -> None:
         )
 
         def measure(path: str, body: bytes, seconds: float) -> LoadResult:
-            return asyncio.run(run_load(port, path, body, headers=headers, seconds=seconds,
-                                        connections=args.connections))  # fmt: skip
+            return asyncio.run(
+                run_load(
+                    port, path, body, headers=headers, seconds=seconds, connections=args.connections
+                )
+            )
 
         for _, path, body in targets:
             measure(path, body, 1.0)

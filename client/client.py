@@ -409,9 +409,11 @@ class MlutpClient:
         self.stats.requests += 1
         try:
             async with self.session.post(
-                url, json=body, headers=headers,
+                url,
+                json=body,
+                headers=headers,
                 timeout=aiohttp.ClientTimeout(total=self.options.request_timeout_s),
-            ) as response:  # fmt: skip
+            ) as response:
                 payload = await response.read()
                 self.stats.bytes_received += len(payload)
                 if poll:

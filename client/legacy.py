@@ -45,9 +45,11 @@ class LegacyClient:
         self.stats.requests += 1
         try:
             async with self.session.post(
-                url, json=body, headers={"X-Yandex-UID": self.user_id},
+                url,
+                json=body,
+                headers={"X-Yandex-UID": self.user_id},
                 timeout=aiohttp.ClientTimeout(total=5),
-            ) as response:  # fmt: skip
+            ) as response:
                 payload = await response.read()
                 self.stats.bytes_received += len(payload)
                 if poll:

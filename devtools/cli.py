@@ -89,8 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="start Redis and every service; stop on Ctrl-C")
     run.add_argument("--ready-timeout", type=float, default=30.0, help="seconds to wait for /ping")
-    run.add_argument("--with-clients", type=int, default=0, metavar="N",
-                     help="also run N simulated clients and print a live summary")  # fmt: skip
+    run.add_argument(
+        "--with-clients",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run N simulated clients and print a live summary",
+    )
     loadtest = commands.add_parser("loadtest", help="the new scheme vs legacy polling, measured")
     from devtools.loadtest import add_arguments
 

@@ -130,21 +130,32 @@ def make_clients(
         user = f"demo-user-{index + 1}"
         if mode == "legacy":
             ios = rng.random() < config.ios_share
-            clients.append(LegacyClient(
-                session, launch_url=launch_url, user_id=user, period_s=5.0 if ios else 10.0,
-                document_urls={
-                    "taxi": f"{stack.url('orders_state')}/3.0/taxiontheway",
-                    "eats": f"{emulator}/eats/v1/orders/details",
-                    "grocery": f"{emulator}/grocery/v1/orders/details",
-                },
-                on_version_seen=log.record,
-            ))  # fmt: skip
+            clients.append(
+                LegacyClient(
+                    session,
+                    launch_url=launch_url,
+                    user_id=user,
+                    period_s=5.0 if ios else 10.0,
+                    document_urls={
+                        "taxi": f"{stack.url('orders_state')}/3.0/taxiontheway",
+                        "eats": f"{emulator}/eats/v1/orders/details",
+                        "grocery": f"{emulator}/grocery/v1/orders/details",
+                    },
+                    on_version_seen=log.record,
+                )
+            )
         else:
-            clients.append(MlutpClient(
-                session, launch_url=launch_url, orders_state_url=stack.url("orders_state"),
-                user_id=user, options=ClientOptions(poll_route=False),
-                on_version_seen=log.record, rng=random.Random(config.seed + index),
-            ))  # fmt: skip
+            clients.append(
+                MlutpClient(
+                    session,
+                    launch_url=launch_url,
+                    orders_state_url=stack.url("orders_state"),
+                    user_id=user,
+                    options=ClientOptions(poll_route=False),
+                    on_version_seen=log.record,
+                    rng=random.Random(config.seed + index),
+                )
+            )
     return clients
 
 
@@ -335,17 +346,28 @@ def write_plots(phases: dict[str, PhaseResult], out_dir: Path) -> list[str]:
             axis.scatter(
                 [at for at, _ in phase.freshness_points],
                 [delay for _, delay in phase.freshness_points],
-                s=4, alpha=0.5, label=phase.name,
-            )  # fmt: skip
+                s=4,
+                alpha=0.5,
+                label=phase.name,
+            )
         return bool(drawn)
 
     return [
-        plot("upstream_load.png", "Upstream load (totw + details)",
-             "seconds into the measured phase", "heavy upstream calls per order-minute",
-             upstream_load),
-        plot("freshness.png", "Freshness", "time of the data change, seconds into the phase",
-             "seconds until the client held it", freshness),
-    ]  # fmt: skip
+        plot(
+            "upstream_load.png",
+            "Upstream load (totw + details)",
+            "seconds into the measured phase",
+            "heavy upstream calls per order-minute",
+            upstream_load,
+        ),
+        plot(
+            "freshness.png",
+            "Freshness",
+            "time of the data change, seconds into the phase",
+            "seconds until the client held it",
+            freshness,
+        ),
+    ]
 
 
 async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:
@@ -355,12 +377,14 @@ async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:
     env.pop("REDIS_URL", None)  # a Redis of its own, so that --fault redis harms nobody
     env.pop("REDIS_CLUSTER_NODES", None)
     env.update(free_ports_env())
-    env.update({
-        "LOG_LEVEL": "ERROR",
-        "EMULATOR_DRIVER_ENABLED": "true",
-        "EMULATOR_DRIVER_POPULATION": str(config.clients),
-        "EMULATOR_DRIVER_TIME_SCALE": str(config.time_scale),
-    })  # fmt: skip
+    env.update(
+        {
+            "LOG_LEVEL": "ERROR",
+            "EMULATOR_DRIVER_ENABLED": "true",
+            "EMULATOR_DRIVER_POPULATION": str(config.clients),
+            "EMULATOR_DRIVER_TIME_SCALE": str(config.time_scale),
+        }
+    )
     plan: list[tuple[str, str, str | None]] = [
         ("legacy", "legacy", None),
         ("mlutp", "mlutp", None),
@@ -402,12 +426,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=100, help="simulated clients (users)")
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per phase")
     parser.add_argument("--warmup", type=float, default=15.0, help="unmeasured seconds per phase")
-    parser.add_argument("--ios-share", type=float, default=0.5,
-                        help="legacy clients polling every 5 s; the rest every 10 s")  # fmt: skip
-    parser.add_argument("--fault", action="append", choices=FAULTS, default=[],
-                        help="add a phase of the new scheme with this fault")  # fmt: skip
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="run the change profile this many times faster")  # fmt: skip
+    parser.add_argument(
+        "--ios-share",
+        type=float,
+        default=0.5,
+        help="legacy clients polling every 5 s; the rest every 10 s",
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        choices=FAULTS,
+        default=[],
+        help="add a phase of the new scheme with this fault",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="run the change profile this many times faster",
+    )
     parser.add_argument("--out", type=Path, default=None, help="report folder")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -415,10 +452,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     out = args.out or Path("reports") / time.strftime("loadtest-%Y%m%d-%H%M%S")
     config = LoadtestConfig(
-        clients=args.clients, duration_s=args.duration, warmup_s=args.warmup,
-        ios_share=args.ios_share, faults=tuple(args.fault), time_scale=args.time_scale,
-        out_dir=out, progress=not args.no_progress,
-    )  # fmt: skip
+        clients=args.clients,
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        ios_share=args.ios_share,
+        faults=tuple(args.fault),
+        time_scale=args.time_scale,
+        out_dir=out,
+        progress=not args.no_progress,
+    )
     runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
     with runner:
         runner.run(run_loadtest(config))

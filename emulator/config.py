@@ -21,11 +21,17 @@ class DriverProfile(BaseSettings):
     # users the driver keeps with one active order each, taking turns between services
     population: int = Field(0, ge=0)
     taxi_status_minutes: dict[str, float] = {
-        "searching": 1, "driving": 5, "waiting": 2, "transporting": 7,
-    }  # fmt: skip
+        "searching": 1,
+        "driving": 5,
+        "waiting": 2,
+        "transporting": 7,
+    }
     place_status_minutes: dict[str, float] = {
-        "created": 2, "cooking": 12, "assembling": 8, "delivering": 15,
-    }  # fmt: skip
+        "created": 2,
+        "cooking": 12,
+        "assembling": 8,
+        "delivering": 15,
+    }
     fast_change_every_s: float = Field(60.0, gt=0)
     rarely_changed_per_order: float = Field(1.0, ge=0)
     chat_messages_per_order: float = Field(2.0, ge=0)

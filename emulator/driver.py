@@ -59,10 +59,13 @@ class Driver:
                     progress = order.doc.get("ride_progress", {}).get("percent", 0)
                     if self._chance(self.profile.fast_change_every_s):
                         await features.change(
-                            "taxi", order.orderid,
-                            {"eta": {"minutes": self.rng.randint(1, 30)},
-                             "ride_progress": {"percent": min(99, progress + 10)}},
-                        )  # fmt: skip
+                            "taxi",
+                            order.orderid,
+                            {
+                                "eta": {"minutes": self.rng.randint(1, 30)},
+                                "ride_progress": {"percent": min(99, progress + 10)},
+                            },
+                        )
                 elif self._chance(self.profile.fast_change_every_s):
                     await features.change(
                         order.service, order.orderid, {"eta": {"minutes": self.rng.randint(1, 30)}}
@@ -80,10 +83,13 @@ class Driver:
                     history = list(order.doc.get("chathistory", []))
                     history.append({"from": "driver", "text": "I am here", "at": iso_now()})
                     await features.change(
-                        "taxi", order.orderid,
-                        {"chathistory": history,
-                         "orderchat": {"enabled": True, "unread": len(history)}},
-                    )  # fmt: skip
+                        "taxi",
+                        order.orderid,
+                        {
+                            "chathistory": history,
+                            "orderchat": {"enabled": True, "unread": len(history)},
+                        },
+                    )
                 if (
                     order.service == "taxi"
                     and order.status in ("driving", "transporting")
@@ -92,9 +98,11 @@ class Driver:
                     position = order.driver_position or order.doc["source"]["point"]
                     world.move_driver(
                         order,
-                        [position[0] + self.rng.uniform(-1e-3, 1e-3),
-                         position[1] + self.rng.uniform(-1e-3, 1e-3)],
-                    )  # fmt: skip
+                        [
+                            position[0] + self.rng.uniform(-1e-3, 1e-3),
+                            position[1] + self.rng.uniform(-1e-3, 1e-3),
+                        ],
+                    )
             except (InvalidChange, UnknownOrder):
                 continue
         await self._keep_population()

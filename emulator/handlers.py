@@ -176,9 +176,15 @@ async def get_changes(request: web.Request) -> web.Response:
     except ValueError as exc:
         raise BadRequest("since must be an integer") from exc
     changes = [
-        {"seq": c.seq, "service": c.service, "orderid": c.orderid, "version": c.version,
-         "fields": sorted(c.fields), "at": c.at}
+        {
+            "seq": c.seq,
+            "service": c.service,
+            "orderid": c.orderid,
+            "version": c.version,
+            "fields": sorted(c.fields),
+            "at": c.at,
+        }
         for c in request.app[WORLD].changes
         if c.seq > since
-    ]  # fmt: skip
+    ]
     return json_response({"changes": changes})

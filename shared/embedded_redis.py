@@ -73,15 +73,22 @@ class EmbeddedRedis:
             return
         args = [
             self.binary,
-            "--port", str(self.port),
-            "--bind", self.host,
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--dir", self._dir,
-            "--logfile", "",
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            self._dir,
+            "--logfile",
+            "",
             *self.extra_args,
-        ]  # fmt: skip
+        ]
         process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )

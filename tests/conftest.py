@@ -86,24 +86,18 @@ def emulator_settings(order_tags: TestServer, **driver: object) -> EmulatorSetti
 
 
 @pytest.fixture
-async def emulator(
-    aiohttp_client: Callable[..., Awaitable[TestClient]], order_tags_server: TestServer
-) -> TestClient:
-    """The emulator app on a real port, driver off: tests change orders by hand."""
-    return await aiohttp_client(create_emulator(emulator_settings(order_tags_server)))
-
-
-@pytest.fixture
 async def emulator_server(
     aiohttp_server: Callable[..., Awaitable[TestServer]], order_tags_server: TestServer
 ) -> TestServer:
+    """The emulator on a real port, driver off: tests change orders by hand."""
     return await aiohttp_server(create_emulator(emulator_settings(order_tags_server)))
 
 
 @pytest.fixture
-async def emu(
+async def emulator(
     aiohttp_client: Callable[..., Awaitable[TestClient]], emulator_server: TestServer
 ) -> TestClient:
+    """A client of `emulator_server`: its control API and its upstreams (tests/emulator_api)."""
     return await aiohttp_client(emulator_server)
 
 

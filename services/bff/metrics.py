@@ -6,50 +6,71 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 class BffMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.sources = Counter(
-            "mlutp_order_source_calls", "Order source calls by outcome", ["service", "outcome"],
+            "mlutp_order_source_calls",
+            "Order source calls by outcome",
+            ["service", "outcome"],
             registry=registry,
-        )  # fmt: skip
+        )
         self.tag_cache = Counter(
-            "mlutp_tag_cache_calls", "Tag cache reads by outcome (ok, unavailable, circuit_open)",
-            ["outcome"], registry=registry,
-        )  # fmt: skip
+            "mlutp_tag_cache_calls",
+            "Tag cache reads by outcome (ok, unavailable, circuit_open)",
+            ["outcome"],
+            registry=registry,
+        )
         self.circuit_open = Gauge(
-            "mlutp_tag_cache_circuit_open", "1 while the tag cache circuit is open",
+            "mlutp_tag_cache_circuit_open",
+            "1 while the tag cache circuit is open",
             registry=registry,
-        )  # fmt: skip
+        )
         self.tags_created = Counter(
-            "mlutp_tags_created", "Orders whose missing content tags were created",
+            "mlutp_tags_created",
+            "Orders whose missing content tags were created",
             registry=registry,
-        )  # fmt: skip
+        )
         self.need_request = Counter(
-            "mlutp_need_request_parts", "Parts the poll told clients to fetch",
-            ["service", "part"], registry=registry,
-        )  # fmt: skip
+            "mlutp_need_request_parts",
+            "Parts the poll told clients to fetch",
+            ["service", "part"],
+            registry=registry,
+        )
         self.stale_orders = Counter(
-            "mlutp_stale_orders", "Orders answered stale (source unavailable)", ["service"],
+            "mlutp_stale_orders",
+            "Orders answered stale (source unavailable)",
+            ["service"],
             registry=registry,
-        )  # fmt: skip
+        )
         self.interval = Histogram(
-            "mlutp_polling_interval_ms", "Polling intervals given to clients",
-            buckets=(1000, 2000, 3000, 5000, 10000, 20000, 30000, 60000), registry=registry,
-        )  # fmt: skip
-        self.polls_in_flight = Gauge(
-            "mlutp_polls_in_flight", "orders/state and launch polls being served",
+            "mlutp_polling_interval_ms",
+            "Polling intervals given to clients",
+            buckets=(1000, 2000, 3000, 5000, 10000, 20000, 30000, 60000),
             registry=registry,
-        )  # fmt: skip
+        )
+        self.polls_in_flight = Gauge(
+            "mlutp_polls_in_flight",
+            "orders/state and launch polls being served",
+            registry=registry,
+        )
         self.poll_orders = Counter(
-            "mlutp_poll_orders", "Actual orders polled, by the client's policy version",
-            ["service", "policy_version"], registry=registry,
-        )  # fmt: skip
+            "mlutp_poll_orders",
+            "Actual orders polled, by the client's policy version",
+            ["service", "policy_version"],
+            registry=registry,
+        )
         self.part_requests = Counter(
-            "mlutp_part_requests", "Part endpoint requests by service, part and policy version",
-            ["service", "part", "policy_version", "deprecated"], registry=registry,
-        )  # fmt: skip
+            "mlutp_part_requests",
+            "Part endpoint requests by service, part and policy version",
+            ["service", "part", "policy_version", "deprecated"],
+            registry=registry,
+        )
         self.part_coalesced = Counter(
-            "mlutp_part_coalesced", "Part fetches that joined a running fetch of the same order",
-            ["service", "part"], registry=registry,
-        )  # fmt: skip
+            "mlutp_part_coalesced",
+            "Part fetches that joined a running fetch of the same order",
+            ["service", "part"],
+            registry=registry,
+        )
         self.part_upstream = Counter(
-            "mlutp_part_upstream_orders", "Part fetches per order by outcome",
-            ["service", "part", "outcome"], registry=registry,
-        )  # fmt: skip
+            "mlutp_part_upstream_orders",
+            "Part fetches per order by outcome",
+            ["service", "part", "outcome"],
+            registry=registry,
+        )

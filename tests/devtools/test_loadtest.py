@@ -17,9 +17,15 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = LoadtestConfig(
-        clients=4, duration_s=6, warmup_s=2, ios_share=1.0, faults=("redis",),
-        time_scale=30, out_dir=tmp_path, progress=False,
-    )  # fmt: skip
+        clients=4,
+        duration_s=6,
+        warmup_s=2,
+        ios_share=1.0,
+        faults=("redis",),
+        time_scale=30,
+        out_dir=tmp_path,
+        progress=False,
+    )
     report = await run_loadtest(config)
 
     written = json.loads((tmp_path / "report.json").read_text())
@@ -40,8 +46,11 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
     }
     # every legacy client polled its order at least once in 6 s: the ratios are numbers
     assert written["phases"]["legacy"]["heavy_calls"] > 0
-    assert all(isinstance(v, float) for k, v in written["ratios_new_over_legacy"].items()
-               if k != "freshness_p95")  # fmt: skip
+    assert all(
+        isinstance(v, float)
+        for k, v in written["ratios_new_over_legacy"].items()
+        if k != "freshness_p95"
+    )
     for name in written["plots"]:
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
     out = capsys.readouterr().out

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 from emulator.driver import Driver
 from emulator.keys import DRIVER, FEATURES
 from services.order_tags.storage import tags_key
-from tests.emulator.helpers import create_order, set_fault, stats
+from tests.emulator_api import create_order, set_fault, stats
 
 NON_STATIC_TAXI_PARTS = {"fast_info", "rarely_changed", "chat", "slow"}
 

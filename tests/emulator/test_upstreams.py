@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp.test_utils import TestClient
 
 from emulator.documents import TOTW_FIELDS
-from tests.emulator.helpers import create_order, stats
+from tests.emulator_api import advance, create_order, stats
 
 
 def uid(user: str) -> dict[str, str]:
@@ -32,7 +32,7 @@ async def test_optional_fields_come_and_go_with_status(emulator: TestClient, uni
     doc = await (await emulator.post("/3.0/taxiontheway", json=order, headers=uid(unique))).json()
     assert "cancel_rules" in doc and "feedback" not in doc
     for _ in range(2):  # → transporting → complete
-        await emulator.post(f"/emulator/v1/orders/taxi/{order['orderid']}/advance")
+        await advance(emulator, "taxi", order["orderid"])
     doc = await (await emulator.post("/3.0/taxiontheway", json=order, headers=uid(unique))).json()
     assert "cancel_rules" not in doc and "feedback" in doc
 

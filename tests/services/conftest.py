@@ -20,6 +20,8 @@ from shared.protocol.tags import encode_tag
 from tests.conftest import TEST_TOKEN
 
 POLICY = load_policy()
+# the first layout of taxi parts, still served to old clients (policy file: `deprecated`)
+DEPRECATED_TAXI_VERSION = POLICY.services["taxi"].deprecated[0].policy_version
 
 
 def protocol_for_tests(**overrides: Any) -> ProtocolSettings:
@@ -79,12 +81,12 @@ def client_tag(service: str, content: str | None, age_ms: int = 0) -> str:
 
 
 async def create(
-    emu: TestClient, user: str, service: str = "taxi", status: str | None = None
+    emulator: TestClient, user: str, service: str = "taxi", status: str | None = None
 ) -> str:
     body: dict[str, Any] = {"user_id": user, "service": service}
     if status:
         body["status"] = status
-    resp = await emu.post("/emulator/v1/orders", json=body)
+    resp = await emulator.post("/emulator/v1/orders", json=body)
     assert resp.status == 200, await resp.text()
     orderid: str = (await resp.json())["orderid"]
     return orderid

@@ -6,15 +6,16 @@ from __future__ import annotations
 import redis
 from aiohttp.test_utils import TestClient
 
-from tests.services.conftest import POLICY, create, poll
+from tests.emulator_api import create_order_id
+from tests.services.conftest import POLICY, poll
 from tests.services.orders_state.test_poll import all_tags
 
 
 async def test_launch_without_known_orders_lists_orders_and_the_policy(
-    launch: TestClient, emu: TestClient, unique: str
+    launch: TestClient, emulator: TestClient, unique: str
 ):
-    taxi_id = await create(emu, unique, "taxi", status="searching")
-    eats_id = await create(emu, unique, "eats")
+    taxi_id = await create_order_id(emulator, unique, "taxi", status="searching")
+    eats_id = await create_order_id(emulator, unique, "eats")
     status, body, interval = await poll(
         launch, unique, {"supported_services": ["taxi", "eats"]}, "/4.0/launch"
     )
@@ -55,9 +56,9 @@ async def test_launch_without_known_orders_lists_orders_and_the_policy(
 
 
 async def test_the_policy_is_given_only_for_the_supported_services(
-    launch: TestClient, emu: TestClient, unique: str
+    launch: TestClient, emulator: TestClient, unique: str
 ):
-    eats_id = await create(emu, unique, "eats")
+    eats_id = await create_order_id(emulator, unique, "eats")
     _, body, _ = await poll(
         launch,
         unique,
@@ -75,9 +76,9 @@ async def test_the_policy_is_given_only_for_the_supported_services(
 
 
 async def test_launch_with_known_orders_uses_their_tags(
-    launch: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    launch: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
     del tags["static"]
     _, body, _ = await poll(

@@ -48,7 +48,7 @@ async def test_key_is_a_cluster_hash_tag_over_service_and_order(
         "/v1/tags/set",
         {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}},
     )
-    assert redis_sync.hgetall(f"tags:{{taxi:{unique}}}") == {"fast_info": "v1"}
+    assert redis_sync.hgetall(tags_key("taxi", unique)) == {"fast_info": "v1"}
 
 
 async def test_set_updates_just_the_given_parts(tags_client: TestClient, unique: str):

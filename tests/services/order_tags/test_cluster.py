@@ -40,10 +40,19 @@ def cluster() -> Iterator[list[EmbeddedRedis]]:
             node.start()
             nodes.append(node)
         subprocess.run(
-            [redis_cli(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
-             "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+            [
+                redis_cli(),
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{n.port}" for n in nodes),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         # `--cluster create` returns before every node has heard the news; nothing announces
         # it, so ask each node until it says ok (bounded)
         deadline = time.monotonic() + 30

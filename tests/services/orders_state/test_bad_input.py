@@ -8,7 +8,8 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from tests.services.conftest import create
+from services.order_tags.storage import tags_key
+from tests.emulator_api import create_order_id
 
 PATHS = ["/mlutp/v1/orders/state", "/4.0/launch"]
 
@@ -59,9 +60,14 @@ def body_bytes(body: object) -> bytes:
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("name", "body", "code"), BAD, ids=[b[0] for b in BAD])
 async def test_bad_input_is_a_400_with_a_json_error(
-    orders_state: TestClient, launch: TestClient, path: str, name: str, body: object, code: str,
+    orders_state: TestClient,
+    launch: TestClient,
+    path: str,
+    name: str,
+    body: object,
+    code: str,
     redis_sync: redis.Redis,
-):  # fmt: skip
+):
     client = orders_state if path.startswith("/mlutp") else launch
     payload = body_bytes(body)
     if path == "/4.0/launch" and isinstance(body, dict) and "supported_services" not in body:
@@ -93,14 +99,14 @@ async def test_a_body_over_64_kib_is_413(orders_state: TestClient, launch: TestC
 
 
 async def test_bad_input_never_creates_tags(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
-    redis_sync.delete(f"tags:{{taxi:{orderid}}}")
+    orderid = await create_order_id(emulator, unique)
+    redis_sync.delete(tags_key("taxi", orderid))
     resp = await orders_state.post(
         "/mlutp/v1/orders/state",
         json={"known_orders": [order(1), order(1)], "supported_services": ["taxi"]},
         headers={"X-Yandex-UID": unique},
     )
     assert resp.status == 400
-    assert not redis_sync.exists(f"tags:{{taxi:{orderid}}}")
+    assert not redis_sync.exists(tags_key("taxi", orderid))

@@ -16,7 +16,8 @@ from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from tests.conftest import TEST_TOKEN
-from tests.services.conftest import bff_kwargs, client_tag, create, poll
+from tests.emulator_api import create_order_id
+from tests.services.conftest import bff_kwargs, client_tag, poll
 
 
 @pytest.fixture
@@ -40,9 +41,9 @@ async def state(
 
 
 async def test_with_redis_killed_polls_answer_degraded(
-    state: TestClient, emu: TestClient, unique: str, own_redis: EmbeddedRedis
+    state: TestClient, emulator: TestClient, unique: str, own_redis: EmbeddedRedis
 ):
-    orderid = await create(emu, unique, status="driving")
+    orderid = await create_order_id(emulator, unique, status="driving")
     fresh = {
         p: client_tag("taxi", "v1", age_ms=0)
         for p in ("fast_info", "rarely_changed", "chat", "slow")
@@ -79,12 +80,12 @@ async def test_with_redis_killed_polls_answer_degraded(
 
 async def test_the_circuit_opens_and_spares_order_tags_then_recovers(
     state: TestClient,
-    emu: TestClient,
+    emulator: TestClient,
     unique: str,
     own_redis: EmbeddedRedis,
     own_order_tags: TestServer,
 ):
-    await create(emu, unique)
+    await create_order_id(emulator, unique)
     own_redis.stop()
     for _ in range(8):
         status, _, _ = await poll(state, unique, {"supported_services": ["taxi"]})

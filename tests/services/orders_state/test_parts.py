@@ -8,8 +8,10 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
+from services.order_tags.storage import tags_key
 from shared.protocol.tags import decode_tag
-from tests.services.conftest import POLICY, create, poll
+from tests.emulator_api import change, create_order_id, set_fault, stats
+from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, poll
 
 FAST = "/mlutp/v1/taxi/fast_info"
 
@@ -23,14 +25,14 @@ async def fetch(
     return result
 
 
-async def calls(emu: TestClient, target: str) -> int:
-    stats = await (await emu.get("/emulator/v1/stats")).json()
-    count: int = stats["calls"].get(target, 0)
+async def calls(emulator: TestClient, target: str) -> int:
+    served = await stats(emulator)
+    count: int = served["calls"].get(target, 0)
     return count
 
 
-async def totw(emu: TestClient, user: str, orderid: str) -> dict:
-    resp = await emu.post(
+async def totw(emulator: TestClient, user: str, orderid: str) -> dict:
+    resp = await emulator.post(
         "/3.0/taxiontheway", json={"orderid": orderid}, headers={"X-Yandex-UID": user}
     )
     doc: dict = await resp.json()
@@ -38,10 +40,12 @@ async def totw(emu: TestClient, user: str, orderid: str) -> dict:
 
 
 async def test_a_part_is_exactly_its_fields_that_the_upstream_returned(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="transporting")  # no cancel_rules any more
-    doc = await totw(emu, unique, orderid)
+    orderid = await create_order_id(
+        emulator, unique, status="transporting"
+    )  # no cancel_rules any more
+    doc = await totw(emulator, unique, orderid)
     body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     [part] = body["orders"]
     fields = POLICY.services["taxi"].rules[0].fields
@@ -53,52 +57,61 @@ async def test_a_part_is_exactly_its_fields_that_the_upstream_returned(
 
 
 async def test_the_new_tag_carries_the_stored_content_and_the_policy_version(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     body = await fetch(
         orders_state, unique, "/mlutp/v1/taxi/chat", {"orders": [{"orderid": orderid}]}
     )
     tag = decode_tag(body["orders"][0]["tag"])
     assert tag is not None
     assert tag.policy_version == POLICY.version("taxi")
-    assert tag.content == redis_sync.hget(f"tags:{{taxi:{orderid}}}", "chat")
+    assert tag.content == redis_sync.hget(tags_key("taxi", orderid), "chat")
     # and the poll takes it as up to date
-    _, state, _ = await poll(orders_state, unique, {"known_orders": [
-        {"orderid": orderid, "service": "taxi", "status": "searching",
-         "tags": {"chat": body["orders"][0]["tag"]}}]})  # fmt: skip
+    _, state, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {
+                    "orderid": orderid,
+                    "service": "taxi",
+                    "status": "searching",
+                    "tags": {"chat": body["orders"][0]["tag"]},
+                }
+            ]
+        },
+    )
     assert "chat" not in state["orders"][0]["need_request"]
 
 
 async def test_a_change_racing_the_fetch_is_never_lost(
-    orders_state: TestClient, emu: TestClient, unique: str, totw_received: asyncio.Event
+    orders_state: TestClient, emulator: TestClient, unique: str, totw_received: asyncio.Event
 ):
     """The upstream reads the data, then the change lands (data, then tag), then the answer
     leaves. Since the content tag was read before the upstream call, the client holds old
     data under an old tag, so the next poll asks for the part again: one more fetch, and it
     ends with the new data. Reading the tag after the data would give old data a new tag."""
-    orderid = await create(emu, unique, status="driving")
-    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 400})
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "slow", 400)
     in_flight = asyncio.create_task(
         fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     )
     async with asyncio.timeout(5):
         await totw_received.wait()
-    change = await (await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change",
-                                   json={"fields": {"eta": {"minutes": 42}}})).json()  # fmt: skip
+    changed = await change(emulator, "taxi", orderid, {"eta": {"minutes": 42}})
     first = (await in_flight)["orders"][0]
-    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "ok"})
-    assert first["version"] < change["version"]  # the answer was computed before the change
+    await set_fault(emulator, "totw", "ok")
+    assert first["version"] < changed["version"]  # the answer was computed before the change
 
     known = {"orderid": orderid, "service": "taxi", "status": "driving", "force": True}
     _, state, _ = await poll(
         orders_state, unique, {"known_orders": [{**known, "tags": {"fast_info": first["tag"]}}]}
     )
     assert "fast_info" in state["orders"][0]["need_request"]
-    second = (await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]}))[
-        "orders"
-    ][0]
-    assert second["version"] == change["version"] and second["eta"] == {"minutes": 42}
+    answer = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    second = answer["orders"][0]
+    assert second["version"] == changed["version"] and second["eta"] == {"minutes": 42}
     _, state, _ = await poll(
         orders_state, unique, {"known_orders": [{**known, "tags": {"fast_info": second["tag"]}}]}
     )
@@ -106,10 +119,10 @@ async def test_a_change_racing_the_fetch_is_never_lost(
 
 
 async def test_an_upstream_404_is_expired_without_a_retry(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    victim = await create(emu, f"{unique}-a")
-    before = await calls(emu, "totw")
+    victim = await create_order_id(emulator, f"{unique}-a")
+    before = await calls(emulator, "totw")
     body = await fetch(
         orders_state, f"{unique}-b", FAST, {"orders": [{"orderid": victim}, {"orderid": "gone"}]}
     )
@@ -117,44 +130,44 @@ async def test_an_upstream_404_is_expired_without_a_retry(
         {"orderid": victim, "error": {"update_status": "expired"}},
         {"orderid": "gone", "error": {"update_status": "expired"}},
     ]
-    assert await calls(emu, "totw") - before == 2
+    assert await calls(emulator, "totw") - before == 2
 
 
 async def test_upstream_5xx_and_down_are_retried_once_then_stale(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     for mode in ("error500", "down"):
-        await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": mode})
-        before = await calls(emu, "totw")
+        await set_fault(emulator, "totw", mode)
+        before = await calls(emulator, "totw")
         body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
         assert body["orders"] == [{"orderid": orderid, "error": {"update_status": "stale"}}]
-        assert await calls(emu, "totw") - before == 2, mode
-    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "ok"})
+        assert await calls(emulator, "totw") - before == 2, mode
+    await set_fault(emulator, "totw", "ok")
     body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     assert body["orders"][0]["status"] == "searching"
 
 
 async def test_eats_parts_come_from_eats_details(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique, "eats")
-    before = await calls(emu, "eats_details")
+    orderid = await create_order_id(emulator, unique, "eats")
+    before = await calls(emulator, "eats_details")
     body = await fetch(
         orders_state, unique, "/mlutp/v1/eats/full_info", {"orders": [{"orderid": orderid}]}
     )
     [part] = body["orders"]
     assert part["status"] == "created" and part["items"]
     assert decode_tag(part["tag"]).content == redis_sync.hget(
-        f"tags:{{eats:{orderid}}}", "full_info"
+        tags_key("eats", orderid), "full_info"
     )  # type: ignore[union-attr]
-    assert await calls(emu, "eats_details") - before == 1
+    assert await calls(emulator, "eats_details") - before == 1
 
 
 async def test_headers_body_fields_and_client_tag_reach_the_upstream(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     request_fields = {
         "extend_freecars": True,
         "format_currency": True,
@@ -164,16 +177,16 @@ async def test_headers_body_fields_and_client_tag_reach_the_upstream(
     headers = {"User-Agent": "app/1", "X-Request-Id": "r1", "Accept-Language": "en"}
     body = {**request_fields, "orders": [{"orderid": orderid, "tag": "client-tag"}]}
     await fetch(orders_state, unique, FAST, body, **headers)
-    stats = await (await emu.get("/emulator/v1/stats")).json()
-    last = stats["recent"]["totw"][-1]
+    served = await stats(emulator)
+    last = served["recent"]["totw"][-1]
     assert last["headers"] == {"X-Yandex-UID": unique, **headers}
     assert last["body"] == {**request_fields, "orderid": orderid, "tag": "client-tag"}
 
 
 async def test_the_route_part_proxies_taxiroute(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="driving")
+    orderid = await create_order_id(emulator, unique, status="driving")
     route_request = {"coordinates": [37.5, 55.7], "timestamp": "t", "use_history": True}
     body = await fetch(
         orders_state, unique, "/mlutp/v1/taxi/route", {"orderid": orderid, **route_request}
@@ -186,8 +199,8 @@ async def test_the_route_part_proxies_taxiroute(
         "distance_left_m",
         "time_left_s",
     }
-    stats = await (await emu.get("/emulator/v1/stats")).json()
-    assert stats["recent"]["taxiroute"][-1]["body"] == {
+    served = await stats(emulator)
+    assert served["recent"]["taxiroute"][-1]["body"] == {
         "orderid": orderid,
         "coordinates": [37.5, 55.7],
         "timestamp": "t",
@@ -198,24 +211,26 @@ async def test_the_route_part_proxies_taxiroute(
 
 
 async def test_deprecated_version_urls_are_served_and_counted(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="driving")
+    orderid = await create_order_id(emulator, unique, status="driving")
     body = await fetch(
         orders_state, unique, "/mlutp/v0/taxi/main", {"orders": [{"orderid": orderid}]}
     )
     [part] = body["orders"]
     assert part["status"] == "driving" and "payment" in part and "route_sharing_url" not in part
-    assert decode_tag(part["tag"]).policy_version == "994a307f50"  # type: ignore[union-attr]
+    assert decode_tag(part["tag"]).policy_version == DEPRECATED_TAXI_VERSION  # type: ignore[union-attr]
     metrics = await (await orders_state.get("/metrics")).text()
-    assert ('mlutp_part_requests_total{deprecated="true",part="main",'
-            'policy_version="994a307f50",service="taxi"} 1.0') in metrics  # fmt: skip
+    assert (
+        'mlutp_part_requests_total{deprecated="true",part="main",'
+        f'policy_version="{DEPRECATED_TAXI_VERSION}",service="taxi"}} 1.0'
+    ) in metrics
 
 
 async def test_an_old_client_polls_and_fetches_by_its_deprecated_parts(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="driving")
+    orderid = await create_order_id(emulator, unique, status="driving")
     parts = {}
     for name in ("main", "static"):
         body = await fetch(
@@ -232,18 +247,21 @@ async def test_an_old_client_polls_and_fetches_by_its_deprecated_parts(
     _, state, _ = await poll(orders_state, unique, {"known_orders": [known]})
     assert state["orders"][0]["need_request"] == []
     assert state["orders"][0]["tags"] == parts
-    await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"comment": "x"}})
+    await change(emulator, "taxi", orderid, {"comment": "x"})
     _, state, _ = await poll(orders_state, unique, {"known_orders": [known]})
     assert state["orders"][0]["need_request"] == ["main"]
     metrics = await (await orders_state.get("/metrics")).text()
-    assert 'mlutp_poll_orders_total{policy_version="994a307f50",service="taxi"} 2.0' in metrics
+    assert (
+        f'mlutp_poll_orders_total{{policy_version="{DEPRECATED_TAXI_VERSION}",service="taxi"}} 2.0'
+        in metrics
+    )
 
 
 async def test_with_the_tag_cache_down_data_is_served_under_an_unknown_content_tag(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
-    redis_sync.delete(f"tags:{{taxi:{orderid}}}")  # no content stored: as good as unknown
+    orderid = await create_order_id(emulator, unique)
+    redis_sync.delete(tags_key("taxi", orderid))  # no content stored: as good as unknown
     body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     tag = decode_tag(body["orders"][0]["tag"])
     assert tag is not None and tag.content is None
@@ -251,15 +269,17 @@ async def test_with_the_tag_cache_down_data_is_served_under_an_unknown_content_t
 
 
 async def test_the_legacy_endpoint_passes_totw_through(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique)
-    resp = await orders_state.post("/3.0/taxiontheway", json={"orderid": orderid},
-                                   headers={"X-Yandex-UID": unique})  # fmt: skip
+    orderid = await create_order_id(emulator, unique)
+    resp = await orders_state.post(
+        "/3.0/taxiontheway", json={"orderid": orderid}, headers={"X-Yandex-UID": unique}
+    )
     assert resp.status == 200
-    assert await resp.json() == await totw(emu, unique, orderid)
-    resp = await orders_state.post("/3.0/taxiontheway", json={"orderid": "nope"},
-                                   headers={"X-Yandex-UID": unique})  # fmt: skip
+    assert await resp.json() == await totw(emulator, unique, orderid)
+    resp = await orders_state.post(
+        "/3.0/taxiontheway", json={"orderid": "nope"}, headers={"X-Yandex-UID": unique}
+    )
     assert resp.status == 404
 
 
@@ -271,8 +291,13 @@ async def test_part_requests_need_1_to_3_orders_a_user_and_json(
             FAST, json={"orders": orders}, headers={"X-Yandex-UID": unique}
         )
         assert resp.status == 400 and (await resp.json())["code"] == "bad_orders_count"
-    for bad in (b"{oops", b"[]", b'{"orders": "x"}', b'{"orders": [{"orderid": 1}]}',
-                b'{"orders": [{"orderid": "a"}, {"orderid": "a"}]}'):  # fmt: skip
+    for bad in (
+        b"{oops",
+        b"[]",
+        b'{"orders": "x"}',
+        b'{"orders": [{"orderid": 1}]}',
+        b'{"orders": [{"orderid": "a"}, {"orderid": "a"}]}',
+    ):
         resp = await orders_state.post(FAST, data=bad, headers={"X-Yandex-UID": unique})
         assert resp.status == 400, bad
         assert set(await resp.json()) == {"code", "message"}
@@ -283,17 +308,21 @@ async def test_part_requests_need_1_to_3_orders_a_user_and_json(
 
 
 async def test_parts_of_one_order_fetched_together_cost_the_upstream_one_call(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="driving")
-    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 200})
-    before = await calls(emu, "totw")
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "slow", 200)
+    before = await calls(emulator, "totw")
     names = ["fast_info", "rarely_changed", "chat", "slow"]
-    answers = await asyncio.gather(*(
-        fetch(orders_state, unique, f"/mlutp/v1/taxi/{name}", {"orders": [{"orderid": orderid}]})
-        for name in names
-    ))  # fmt: skip
-    assert await calls(emu, "totw") - before == 1
+    answers = await asyncio.gather(
+        *(
+            fetch(
+                orders_state, unique, f"/mlutp/v1/taxi/{name}", {"orders": [{"orderid": orderid}]}
+            )
+            for name in names
+        )
+    )
+    assert await calls(emulator, "totw") - before == 1
     for name, answer in zip(names, answers, strict=True):
         [part] = answer["orders"]
         rule = next(r for r in POLICY.services["taxi"].rules if r.part_name == name)
@@ -302,10 +331,10 @@ async def test_parts_of_one_order_fetched_together_cost_the_upstream_one_call(
 
 
 async def test_fetches_of_different_users_are_never_shared(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="driving")
-    await emu.post("/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 200})
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "slow", 200)
     body = {"orders": [{"orderid": orderid}]}
     mine, theirs = await asyncio.gather(
         fetch(orders_state, unique, FAST, body), fetch(orders_state, f"{unique}-x", FAST, body)

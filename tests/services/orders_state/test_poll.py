@@ -8,7 +8,8 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from services.order_tags.storage import tags_key
-from tests.services.conftest import client_tag, create, poll
+from tests.emulator_api import advance, change, create_order_id, stats
+from tests.services.conftest import DEPRECATED_TAXI_VERSION, client_tag, poll
 
 TAXI_TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
 
@@ -30,9 +31,9 @@ async def poll_one(
 
 
 async def test_a_new_order_needs_every_tag_defined_part_by_priority(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create(emu, unique, status="driving")
+    orderid = await create_order_id(emulator, unique, status="driving")
     status, body, interval = await poll(orders_state, unique, {"supported_services": ["taxi"]})
     assert status == 200
     [order] = body["orders"]
@@ -45,9 +46,9 @@ async def test_a_new_order_needs_every_tag_defined_part_by_priority(
 
 
 async def test_unchanged_parts_are_not_needed_and_valid_tags_are_echoed(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
     body = await poll_one(orders_state, unique, orderid, tags)
     [order] = body["orders"]
@@ -56,11 +57,11 @@ async def test_unchanged_parts_are_not_needed_and_valid_tags_are_echoed(
 
 
 async def test_a_change_is_needed_once_min_ttl_has_passed(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     fresh, old = all_tags(redis_sync, orderid), all_tags(redis_sync, orderid, age_ms=2_500)
-    await emu.post(f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"comment": "x"}})
+    await change(emulator, "taxi", orderid, {"comment": "x"})
     known = {"orderid": orderid, "service": "taxi", "status": "searching"}
     _, body, _ = await poll(orders_state, unique, {"known_orders": [{**known, "tags": fresh}]})
     assert body["orders"][0]["need_request"] == []  # changed, but fetched < 2 s ago
@@ -69,21 +70,19 @@ async def test_a_change_is_needed_once_min_ttl_has_passed(
 
 
 async def test_force_skips_min_ttl(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     fresh = all_tags(redis_sync, orderid)
-    await emu.post(
-        f"/emulator/v1/orders/taxi/{orderid}/change", json={"fields": {"tips": {"value": 10}}}
-    )
+    await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
     body = await poll_one(orders_state, unique, orderid, fresh, force=True)
     assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
 
 
 async def test_a_static_part_with_a_valid_tag_is_never_needed(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     tags = all_tags(redis_sync, orderid, age_ms=3_600_000)
     tags["static"] = client_tag("taxi", "whatever-content", age_ms=3_600_000)
     body = await poll_one(orders_state, unique, orderid, tags, force=True)
@@ -91,12 +90,12 @@ async def test_a_static_part_with_a_valid_tag_is_never_needed(
 
 
 async def test_invalid_tags_and_tags_of_another_policy_version_are_needed_and_not_echoed(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
     tags["fast_info"] = "garbage"
-    tags["static"] = "994a307f50.1.dg"  # the deprecated taxi policy version
+    tags["static"] = f"{DEPRECATED_TAXI_VERSION}.1.dg"  # a tag of the deprecated taxi policy
     body = await poll_one(orders_state, unique, orderid, tags)
     [order] = body["orders"]
     assert order["need_request"] == ["fast_info", "static"]
@@ -104,9 +103,11 @@ async def test_invalid_tags_and_tags_of_another_policy_version_are_needed_and_no
     assert order["tags"]["chat"] == tags["chat"]
 
 
-async def test_a_finished_order_is_left_out(orders_state: TestClient, emu: TestClient, unique: str):
-    orderid = await create(emu, unique, status="transporting")
-    await emu.post(f"/emulator/v1/orders/taxi/{orderid}/advance")  # → complete
+async def test_a_finished_order_is_left_out(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="transporting")
+    await advance(emulator, "taxi", orderid)  # → complete
     _, body, _ = await poll(
         orders_state,
         unique,
@@ -120,9 +121,9 @@ async def test_a_finished_order_is_left_out(orders_state: TestClient, emu: TestC
 
 
 async def test_missing_tags_are_created_before_answering(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    orderid = await create(emu, unique)
+    orderid = await create_order_id(emulator, unique)
     redis_sync.delete(tags_key("taxi", orderid))  # expired
     await poll(orders_state, unique, {"supported_services": ["taxi"]})
     stored = redis_sync.hgetall(tags_key("taxi", orderid))
@@ -130,33 +131,40 @@ async def test_missing_tags_are_created_before_answering(
 
 
 async def test_one_order_tags_call_per_poll_whatever_the_number_of_orders(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
-    ids = [await create(emu, unique, service) for service in ("taxi", "taxi", "eats")]
+    ids = [await create_order_id(emulator, unique, service) for service in ("taxi", "taxi", "eats")]
     await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})  # tags exist now
     redis_sync.config_resetstat()
     _, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
     assert sorted(o["orderid"] for o in body["orders"]) == sorted(ids)
-    stats = redis_sync.info("commandstats")
-    assert stats["cmdstat_hgetall"]["calls"] == 3
+    commandstats = redis_sync.info("commandstats")
+    assert commandstats["cmdstat_hgetall"]["calls"] == 3
     # one pipeline: nothing else reached Redis
-    assert set(stats) <= {"cmdstat_hgetall", "cmdstat_info", "cmdstat_config|resetstat"}
+    assert set(commandstats) <= {"cmdstat_hgetall", "cmdstat_info", "cmdstat_config|resetstat"}
 
 
 async def test_headers_are_forwarded_to_the_sources(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    headers = {"X-Yandex-UID": unique, "User-Agent": "app/5.0", "Accept-Language": "ru",
-               "X-Request-Id": f"rid-{unique}"}  # fmt: skip
+    headers = {
+        "X-Yandex-UID": unique,
+        "User-Agent": "app/5.0",
+        "Accept-Language": "ru",
+        "X-Request-Id": f"rid-{unique}",
+    }
     await orders_state.post(
         "/mlutp/v1/orders/state", json={"supported_services": ["eats"]}, headers=headers
     )
-    stats = await (await emu.get("/emulator/v1/stats")).json()
-    assert stats["recent"]["source:eats"][-1]["headers"] == headers
-    await orders_state.post("/mlutp/v1/orders/state", json={"supported_services": ["eats"]},
-                            headers={"X-Yandex-UID": unique})  # fmt: skip
-    stats = await (await emu.get("/emulator/v1/stats")).json()
-    assert len(stats["recent"]["source:eats"][-1]["headers"]["X-Request-Id"]) == 32
+    served = await stats(emulator)
+    assert served["recent"]["source:eats"][-1]["headers"] == headers
+    await orders_state.post(
+        "/mlutp/v1/orders/state",
+        json={"supported_services": ["eats"]},
+        headers={"X-Yandex-UID": unique},
+    )
+    served = await stats(emulator)
+    assert len(served["recent"]["source:eats"][-1]["headers"]["X-Request-Id"]) == 32
 
 
 async def test_no_active_orders_means_a_30_s_interval(orders_state: TestClient, unique: str):
@@ -167,9 +175,9 @@ async def test_no_active_orders_means_a_30_s_interval(orders_state: TestClient, 
 
 
 async def test_the_interval_is_the_minimum_over_the_orders(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    await create(emu, unique, "taxi", status="transporting")
-    await create(emu, unique, "eats", status="cooking")
+    await create_order_id(emulator, unique, "taxi", status="transporting")
+    await create_order_id(emulator, unique, "eats", status="cooking")
     _, _, interval = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
     assert interval == 5000

@@ -14,13 +14,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from devtools.stack import wait_for_ping
 from shared.embedded_redis import free_port
 from tests.conftest import TEST_TOKEN
-from tests.services.conftest import create
+from tests.emulator_api import create_order_id
 
 
 async def test_sigterm_finishes_the_request_in_flight(
     order_tags_server: TestServer,
     emulator_server: TestServer,
-    emu: TestClient,
+    emulator: TestClient,
     unique: str,
     totw_received: asyncio.Event,
 ) -> None:
@@ -38,15 +38,18 @@ async def test_sigterm_finishes_the_request_in_flight(
     )
     try:
         await wait_for_ping(f"http://127.0.0.1:{port}", process, 30)
-        orderid = await create(emu, unique, status="driving")
-        await emu.post(
+        orderid = await create_order_id(emulator, unique, status="driving")
+        await emulator.post(
             "/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 700}
         )
         async with aiohttp.ClientSession() as session:
-            in_flight = asyncio.create_task(session.post(
-                f"http://127.0.0.1:{port}/mlutp/v1/taxi/fast_info",
-                json={"orders": [{"orderid": orderid}]}, headers={"X-Yandex-UID": unique},
-            ))  # fmt: skip
+            in_flight = asyncio.create_task(
+                session.post(
+                    f"http://127.0.0.1:{port}/mlutp/v1/taxi/fast_info",
+                    json={"orders": [{"orderid": orderid}]},
+                    headers={"X-Yandex-UID": unique},
+                )
+            )
             async with asyncio.timeout(10):
                 await totw_received.wait()
             process.send_signal(signal.SIGTERM)

@@ -5,14 +5,8 @@ from __future__ import annotations
 import redis
 from aiohttp.test_utils import TestClient
 
-from tests.services.conftest import create, poll
-
-
-async def fault(emu: TestClient, target: str, mode: str, delay_ms: int = 0) -> None:
-    resp = await emu.post(
-        "/emulator/v1/faults", json={"target": target, "mode": mode, "delay_ms": delay_ms}
-    )
-    assert resp.status == 200
+from tests.emulator_api import create_order_id, set_fault, stats
+from tests.services.conftest import poll
 
 
 async def shown_orders(orders_state: TestClient, user: str) -> list[dict]:
@@ -21,21 +15,29 @@ async def shown_orders(orders_state: TestClient, user: str) -> list[dict]:
 
 
 def as_known(orders: list[dict], extra: dict | None = None) -> list[dict]:
-    return [{"orderid": o["orderid"], "service": o["service"], "status": o["status"],
-             "tags": o["tags"], **(extra or {})} for o in orders]  # fmt: skip
+    return [
+        {
+            "orderid": o["orderid"],
+            "service": o["service"],
+            "status": o["status"],
+            "tags": o["tags"],
+            **(extra or {}),
+        }
+        for o in orders
+    ]
 
 
 async def test_a_source_down_gives_stale_echo_and_nothing_moves_when_it_is_back(
-    orders_state: TestClient, emu: TestClient, unique: str, redis_sync: redis.Redis
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
     for service in ("taxi", "eats", "taxi", "eats"):
-        await create(emu, unique, service)
+        await create_order_id(emulator, unique, service)
     shown = await shown_orders(orders_state, unique)
     known = as_known(shown, {"some_field": "echo me"})
     known[1]["tags"] = {"full_info": "opaque-client-tag"}
 
     for mode in ("down", "error500", "slow"):
-        await fault(emu, "source:eats", mode, delay_ms=2500)
+        await set_fault(emulator, "source:eats", mode, delay_ms=2500)
         status, body, _ = await poll(
             orders_state, unique, {"known_orders": known, "supported_services": ["taxi", "eats"]}
         )
@@ -48,54 +50,57 @@ async def test_a_source_down_gives_stale_echo_and_nothing_moves_when_it_is_back(
                 assert order["update_status"] == "actual" and "some_field" not in order
         assert body["allowed_changes"] == [
             {"service": "taxi", "can_make_more_orders": True},
-            {"service": "eats", "can_make_more_orders": False,
-             "no_more_orders_reason": "service_unavailable"},
-        ]  # fmt: skip
+            {
+                "service": "eats",
+                "can_make_more_orders": False,
+                "no_more_orders_reason": "service_unavailable",
+            },
+        ]
 
-    await fault(emu, "source:eats", "ok")
+    await set_fault(emulator, "source:eats", "ok")
     _, body, _ = await poll(orders_state, unique, {"known_orders": known})
     assert [o["orderid"] for o in body["orders"]] == [o["orderid"] for o in shown]
     assert {o["update_status"] for o in body["orders"]} == {"actual"}
 
 
 async def test_an_unavailable_source_doubles_the_interval(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    await create(emu, unique, "taxi", status="driving")
+    await create_order_id(emulator, unique, "taxi", status="driving")
     _, _, normal = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
-    await fault(emu, "source:eats", "error500")
+    await set_fault(emulator, "source:eats", "error500")
     _, _, degraded = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
     assert (normal, degraded) == (3000, 6000)
 
 
 async def test_a_source_is_retried_once_on_5xx(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    await fault(emu, "source:grocery", "error500")
-    before = (await (await emu.get("/emulator/v1/stats")).json())["calls"].get("source:grocery", 0)
+    await set_fault(emulator, "source:grocery", "error500")
+    before = (await stats(emulator))["calls"].get("source:grocery", 0)
     await poll(orders_state, unique, {"supported_services": ["grocery"]})
-    after = (await (await emu.get("/emulator/v1/stats")).json())["calls"]["source:grocery"]
+    after = (await stats(emulator))["calls"]["source:grocery"]
     assert after - before == 2
 
 
 async def test_a_slow_source_is_not_retried_and_does_not_hold_the_poll_past_its_deadline(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    await fault(emu, "source:grocery", "slow", delay_ms=3000)
-    before = (await (await emu.get("/emulator/v1/stats")).json())["calls"].get("source:grocery", 0)
+    await set_fault(emulator, "source:grocery", "slow", delay_ms=3000)
+    before = (await stats(emulator))["calls"].get("source:grocery", 0)
     status, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi", "grocery"]})
     assert status == 200
     assert body["allowed_changes"][1]["no_more_orders_reason"] == "service_unavailable"
-    after = (await (await emu.get("/emulator/v1/stats")).json())["calls"]["source:grocery"]
+    after = (await stats(emulator))["calls"]["source:grocery"]
     assert after - before == 1
 
 
 async def test_another_users_order_ids_reveal_nothing(
-    orders_state: TestClient, emu: TestClient, unique: str
+    orders_state: TestClient, emulator: TestClient, unique: str
 ):
     victim = f"{unique}-a"
-    taxi_id = await create(emu, victim, "taxi", status="driving")
-    eats_id = await create(emu, victim, "eats")
+    taxi_id = await create_order_id(emulator, victim, "taxi", status="driving")
+    eats_id = await create_order_id(emulator, victim, "eats")
     guessed = [
         {"orderid": taxi_id, "service": "taxi", "status": "mine?", "tags": {}},
         {"orderid": eats_id, "service": "eats", "status": "mine?", "tags": {}},
@@ -103,6 +108,6 @@ async def test_another_users_order_ids_reveal_nothing(
     _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
     assert body["orders"] == []
     # with the source down, the attacker only gets back what it sent itself
-    await fault(emu, "source:eats", "down")
+    await set_fault(emulator, "source:eats", "down")
     _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
     assert body["orders"] == [{**guessed[1], "need_request": [], "update_status": "stale"}]

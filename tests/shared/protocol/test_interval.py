@@ -13,8 +13,9 @@ NO_JITTER = IntervalRules(status_bases_ms=load_policy().interval_bases_ms(), jit
 
 
 def interval(orders, *, degraded=False, overload=1.0, rules=NO_JITTER, seed=0) -> int:  # type: ignore[no-untyped-def]
-    return polling_interval_ms(orders, degraded=degraded, overload=overload,
-                               rng=random.Random(seed), rules=rules)  # fmt: skip
+    return polling_interval_ms(
+        orders, degraded=degraded, overload=overload, rng=random.Random(seed), rules=rules
+    )
 
 
 def test_the_base_is_per_status_and_the_minimum_over_orders_wins():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.policy import PartRule, PollingType
+from shared.policy import PartRule, PollingType, load_policy
 from shared.protocol.need_request import TagTimings, decide_parts, part_needed
 from shared.protocol.tags import ClientTag, encode_tag
 
@@ -10,19 +10,45 @@ T = TagTimings(min_ttl_ms=2_000, degraded_min_ttl_ms=10_000)
 NOW = 1_800_000_000_000
 V = "646d451553"
 
+# a policy version other than the one under test: the deprecated taxi layout's
+OTHER_VERSION = load_policy().services["taxi"].deprecated[0].policy_version
 
-def rule(name: str = "fast_info", *, static: bool = False, priority: int = 0,
-         polling: PollingType = PollingType.TAG_DEFINED) -> PartRule:  # fmt: skip
+
+def rule(
+    name: str = "fast_info",
+    *,
+    static: bool = False,
+    priority: int = 0,
+    polling: PollingType = PollingType.TAG_DEFINED,
+) -> PartRule:
     return PartRule(
-        part_name=name, url=f"/p/{name}", fields=(name,), polling_type=polling,
-        part_type="totw", priority=priority, static=static,
-    )  # fmt: skip
+        part_name=name,
+        url=f"/p/{name}",
+        fields=(name,),
+        polling_type=polling,
+        part_type="totw",
+        priority=priority,
+        static=static,
+    )
 
 
-def needed(client: ClientTag | None, stored: str | None, *, static: bool = False,
-           force: bool = False, cache: bool = True) -> bool:  # fmt: skip
-    return part_needed(rule(static=static), client, stored, force=force,
-                       cache_available=cache, now_ms=NOW, timings=T)  # fmt: skip
+def needed(
+    client: ClientTag | None,
+    stored: str | None,
+    *,
+    static: bool = False,
+    force: bool = False,
+    cache: bool = True,
+) -> bool:
+    return part_needed(
+        rule(static=static),
+        client,
+        stored,
+        force=force,
+        cache_available=cache,
+        now_ms=NOW,
+        timings=T,
+    )
 
 
 def tag(content: str | None, age_ms: int) -> ClientTag:
@@ -65,18 +91,24 @@ def test_unknown_content_issued_while_the_cache_was_down_never_matches():
 def test_need_request_lists_parts_by_ascending_priority_and_echoes_valid_tags():
     rules = [rule("fast_info", priority=0), rule("chat", priority=3), rule("slow", priority=4)]
     good = encode_tag(V, "v1", NOW - 5_000)
-    other_version = encode_tag("994a307f50", "v1", NOW - 5_000)
+    other_version = encode_tag(OTHER_VERSION, "v1", NOW - 5_000)
     decision = decide_parts(
-        rules, V, {"fast_info": good, "chat": other_version, "slow": "garbage"},
+        rules,
+        V,
+        {"fast_info": good, "chat": other_version, "slow": "garbage"},
         {"fast_info": "v2", "chat": "c1", "slow": "s1"},
-        force=False, cache_available=True, now_ms=NOW, timings=T,
-    )  # fmt: skip
+        force=False,
+        cache_available=True,
+        now_ms=NOW,
+        timings=T,
+    )
     assert decision.need_request == ["fast_info", "chat", "slow"]
     assert decision.valid_tags == {"fast_info": good}
 
 
 def test_parts_polled_by_route_rules_are_never_in_need_request():
     route = rule("route", polling=PollingType.ROUTE_DISTANCE_DEPENDED, priority=5)
-    decision = decide_parts([route], V, {}, None, force=False, cache_available=True,
-                            now_ms=NOW, timings=T)  # fmt: skip
+    decision = decide_parts(
+        [route], V, {}, None, force=False, cache_available=True, now_ms=NOW, timings=T
+    )
     assert decision.need_request == []

@@ -1,0 +1,64 @@
+"""The emulator's control API as tests use it: create, advance and change orders, set
+faults, read the calls it served. Every helper asserts that the emulator accepted the call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+
+async def _post(emulator: TestClient, path: str, body: dict[str, Any] | None = None) -> Any:
+    resp = await emulator.post(path, json=body if body is not None else {})
+    assert resp.status == 200, await resp.text()
+    return await resp.json()
+
+
+async def create_order(
+    emulator: TestClient, user: str, service: str = "taxi", status: str | None = None
+) -> dict[str, Any]:
+    """A new active order of `user`: the emulator's answer (orderid, status, version, ...)."""
+    body: dict[str, Any] = {"user_id": user, "service": service}
+    if status is not None:
+        body["status"] = status
+    created: dict[str, Any] = await _post(emulator, "/emulator/v1/orders", body)
+    return created
+
+
+async def create_order_id(
+    emulator: TestClient, user: str, service: str = "taxi", status: str | None = None
+) -> str:
+    orderid: str = (await create_order(emulator, user, service, status))["orderid"]
+    return orderid
+
+
+async def advance(emulator: TestClient, service: str, orderid: str) -> dict[str, Any]:
+    """The order's next status in its lifecycle (tags bumped like a feature service would)."""
+    changed: dict[str, Any] = await _post(
+        emulator, f"/emulator/v1/orders/{service}/{orderid}/advance"
+    )
+    return changed
+
+
+async def change(
+    emulator: TestClient, service: str, orderid: str, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """Changes upstream fields of the order and bumps the tags of the parts holding them."""
+    changed: dict[str, Any] = await _post(
+        emulator, f"/emulator/v1/orders/{service}/{orderid}/change", {"fields": fields}
+    )
+    return changed
+
+
+async def set_fault(emulator: TestClient, target: str, mode: str, delay_ms: int = 0) -> None:
+    await _post(
+        emulator, "/emulator/v1/faults", {"target": target, "mode": mode, "delay_ms": delay_ms}
+    )
+
+
+async def stats(emulator: TestClient) -> dict[str, Any]:
+    """Calls served per upstream endpoint since start, with recent headers and bodies."""
+    resp = await emulator.get("/emulator/v1/stats")
+    assert resp.status == 200, await resp.text()
+    result: dict[str, Any] = await resp.json()
+    return result

@@ -1,0 +1,82 @@
+"""The orders state engine with in-memory sources and order_tags: one tag read per poll,
+tags created where missing, stale echo, degraded answers. The decisions themselves are
+tested rule by rule in tests/shared/protocol."""
+
+from __future__ import annotations
+
+import random
+
+from services.bff.engine import EngineConfig, OrdersStateEngine
+from services.bff.known_orders import Limits, parse_known_orders
+from shared.policy import load_policy
+from shared.protocol.interval import IntervalRules
+from shared.protocol.need_request import TagTimings
+from shared.wire import OrderKey
+from tests.services.fakes import FakeOrderTags, FakeSource, metrics, tag_cache
+
+POLICY = load_policy()
+CONFIG = EngineConfig(
+    timings=TagTimings(min_ttl_ms=2000, degraded_min_ttl_ms=10_000),
+    interval=IntervalRules(status_bases_ms=POLICY.interval_bases_ms(), jitter=0.0),
+)
+T0 = "2026-01-01T10:00:00.000Z"
+T1 = "2026-01-01T10:05:00.000Z"
+
+
+def engine(tags: FakeOrderTags, **sources: FakeSource) -> OrdersStateEngine:
+    all_sources = {service: sources.get(service, FakeSource()) for service in POLICY.services}
+    return OrdersStateEngine(
+        POLICY, all_sources, tag_cache(tags), CONFIG, metrics(), rng=random.Random(0)
+    )  # type: ignore[arg-type]
+
+
+def known(*orders: dict) -> list:
+    return parse_known_orders(list(orders), POLICY, Limits())
+
+
+async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
+    tags = FakeOrderTags()
+    taxi = FakeSource([("t1", "driving", T0), ("t2", "searching", T1)])
+    eats = FakeSource([("e1", "cooking", T0)])
+    for key in (OrderKey("taxi", "t1"), OrderKey("taxi", "t2"), OrderKey("eats", "e1")):
+        tags.stored[key] = {"fast_info": "v1", "rarely_changed": "r", "chat": "c", "slow": "s"}
+    tags.stored[OrderKey("eats", "e1")] = {"full_info": "f"}
+    result = await engine(tags, taxi=taxi, eats=eats).poll([], ["taxi", "eats"], {})
+    assert tags.calls == ["get"]
+    assert [o["orderid"] for o in result.orders] == ["e1", "t1", "t2"]  # canonical order
+    assert all(o["update_status"] == "actual" for o in result.orders)
+
+
+async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_the_answer():
+    tags = FakeOrderTags()
+    result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).poll([], ["taxi"], {})
+    assert tags.calls == ["get", "set"]
+    created = tags.stored[OrderKey("taxi", "t1")]
+    taxi_rules = POLICY.services["taxi"].rules
+    assert set(created) == {r.part_name for r in taxi_rules if r.tag_defined and not r.static}
+    # a client that knows nothing needs every tag_defined part, by priority
+    [order] = result.orders
+    assert order["need_request"] == ["fast_info", "rarely_changed", "static", "chat", "slow"]
+
+
+async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_sent_it():
+    tags = FakeOrderTags()
+    eats = FakeSource([("e1", "cooking", T0)])
+    eats.available = False
+    client = {"orderid": "e1", "service": "eats", "status": "cooking", "tags": {}, "note": "x"}
+    result = await engine(tags, eats=eats).poll(known(client), ["eats"], {})
+    [order] = result.orders
+    assert order["update_status"] == "stale" and order["note"] == "x"
+    assert order["need_request"] == [] and order["status"] == "cooking"
+    assert result.allowed_changes[0].no_more_orders_reason == "service_unavailable"
+    assert tags.calls == []  # no actual order: nothing to read
+
+
+async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
+    tags = FakeOrderTags()
+    tags.down = True
+    taxi = FakeSource([("t1", "driving", T0)])
+    result = await engine(tags, taxi=taxi).poll([], ["taxi"], {})
+    [order] = result.orders
+    assert order["update_status"] == "actual"
+    assert result.interval_ms == 2 * 3000  # driving's base, doubled while degraded

@@ -1,0 +1,96 @@
+"""In-memory stand-ins for the clients the engine and the part service are built with:
+fast unit tests of the I/O around the protocol, each fake counting its calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from services.bff.metrics import BffMetrics
+from services.bff.tag_cache import TagCache
+from services.orders_state.part_upstream import Fetched, FetchOutcome
+from shared import wire
+from shared.errors import OrderTagsUnavailable
+from shared.protocol.allowed_changes import SourceAllowance
+from shared.protocol.circuit import CircuitBreaker
+from shared.upstream_wire import SourceOrder, SourceResponse
+from shared.wire import OrderKey
+
+
+class FakeOrderTags:
+    """order_tags as a dict; `down` makes every call fail like an unreachable service."""
+
+    def __init__(self) -> None:
+        self.stored: dict[OrderKey, dict[str, str]] = {}
+        self.down = False
+        self.calls: list[str] = []  # "get" / "set", in order
+
+    async def get(self, orders: Sequence[OrderKey]) -> dict[OrderKey, dict[str, str] | None]:
+        self.calls.append("get")
+        if self.down:
+            raise OrderTagsUnavailable("fake order_tags is down")
+        return {key: dict(self.stored[key]) if key in self.stored else None for key in orders}
+
+    async def set(
+        self, service: str, orderid: str, tags: dict[str, str], *, only_if_absent: bool = False
+    ) -> dict[str, str]:
+        self.calls.append("set")
+        if self.down:
+            raise OrderTagsUnavailable("fake order_tags is down")
+        current = self.stored.setdefault(OrderKey(service, orderid), {})
+        for part, content in tags.items():
+            if not (only_if_absent and part in current):
+                current[part] = content
+        return dict(current)
+
+
+def tag_cache(tags: FakeOrderTags) -> TagCache:
+    return TagCache(tags, CircuitBreaker(5, 2.0), metrics())  # type: ignore[arg-type]
+
+
+def metrics() -> BffMetrics:
+    return BffMetrics(CollectorRegistry())
+
+
+class FakeSource:
+    """An order source with a fixed list of orders; None when it is unavailable."""
+
+    def __init__(self, orders: Sequence[tuple[str, str, str]] = ()) -> None:
+        # (orderid, status, created_at)
+        self.orders = [SourceOrder(o, s, c, {}) for o, s, c in orders]
+        self.available = True
+        self.calls = 0
+
+    async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
+        self.calls += 1
+        if not self.available:
+            return None
+        return SourceResponse(self.orders, SourceAllowance(can_make_more_orders=True))
+
+
+class GatedUpstream:
+    """A part upstream that holds every call until `release` is set, so a test decides when
+    a fetch ends; it records what happened before each call."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.release = asyncio.Event()
+        self.arrivals: asyncio.Queue[str] = asyncio.Queue()
+        self.log = log
+        self.bodies: list[dict[str, Any]] = []
+
+    async def fetch(self, body: dict[str, Any], headers: dict[str, str]) -> Fetched:
+        self.log.append("upstream")
+        self.bodies.append(dict(body))
+        self.arrivals.put_nowait(body["orderid"])
+        await self.release.wait()
+        document = {"orderid": body["orderid"], "status": "driving", "eta": 5, "comment": "hi"}
+        return Fetched(FetchOutcome.OK, wire.encode(document))
+
+    async def release_after(self, calls: int) -> None:
+        """Lets every held call end once `calls` of them have arrived."""
+        for _ in range(calls):
+            await self.arrivals.get()
+        self.release.set()

@@ -1,0 +1,83 @@
+"""The part service with in-memory order_tags and a gated upstream: requests of one order
+that arrive while its fetch runs join it (one tag read, one upstream call), never across
+users; the tag is read before the data."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.orders_state.part_request import RequestedOrder
+from services.orders_state.part_service import PartService
+from shared.policy import load_policy
+from shared.protocol.tags import decode_tag
+from shared.wire import OrderKey
+from tests.services.fakes import FakeOrderTags, GatedUpstream, metrics, tag_cache
+
+POLICY = load_policy()
+ENDPOINTS = {e.rule.part_name: e for e in POLICY.endpoints if not e.deprecated}
+ORDER = [RequestedOrder("t1", None)]
+
+
+def service(tags: FakeOrderTags, upstream: GatedUpstream, *, coalesce: bool = True) -> PartService:
+    return PartService(
+        POLICY,
+        tag_cache(tags),
+        {"totw": upstream},  # type: ignore[dict-item]
+        metrics(),
+        coalesce=coalesce,
+    )
+
+
+def user(uid: str) -> dict[str, str]:
+    return {"X-Yandex-UID": uid}
+
+
+async def test_parts_of_one_order_fetched_together_cost_one_tag_read_and_one_upstream_call():
+    log: list[str] = []
+    tags, upstream = FakeOrderTags(), GatedUpstream(log)
+    tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "f1", "rarely_changed": "r1"}
+    parts = service(tags, upstream)
+    # the second request arrives while the first one's fetch is in flight
+    [fast_part], [rare_part], _ = await asyncio.gather(
+        parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u")),
+        parts.fetch_parts(ENDPOINTS["rarely_changed"], ORDER, {}, user("u")),
+        upstream.release_after(1),
+    )
+    assert tags.calls == ["get"] and len(upstream.bodies) == 1
+    assert set(fast_part) == {"orderid", "tag", "status", "eta"}
+    assert set(rare_part) == {"orderid", "tag", "comment"}
+    assert decode_tag(fast_part["tag"]).content == "f1"  # type: ignore[union-attr]
+    assert decode_tag(rare_part["tag"]).content == "r1"  # type: ignore[union-attr]
+
+
+async def test_the_content_tag_is_read_before_the_upstream_is_called():
+    log: list[str] = []
+    tags, upstream = FakeOrderTags(), GatedUpstream(log)
+    tags.calls = log  # one log of both fakes, in order
+    upstream.release.set()
+    await service(tags, upstream).fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u"))
+    assert log == ["get", "upstream"]
+
+
+async def test_requests_of_two_users_never_share_a_fetch():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
+    parts = service(tags, upstream)
+    # held until both calls arrived: were they one fetch, the second would never come
+    async with asyncio.timeout(5):
+        await asyncio.gather(
+            parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("a")),
+            parts.fetch_parts(ENDPOINTS["chat"], ORDER, {}, user("b")),
+            upstream.release_after(2),
+        )
+    assert tags.calls == ["get", "get"] and len(upstream.bodies) == 2
+
+
+async def test_with_coalescing_off_every_request_makes_its_own_call():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
+    upstream.release.set()
+    parts = service(tags, upstream, coalesce=False)
+    await asyncio.gather(
+        parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u")),
+        parts.fetch_parts(ENDPOINTS["chat"], ORDER, {}, user("u")),
+    )
+    assert len(upstream.bodies) == 2
