@@ -12,7 +12,7 @@ from emulator.faults import TARGETS, Fault
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
 from emulator.world import DataChange, InvalidChange, Order, UnknownOrder
 from shared import wire
-from shared.errors import BadRequest, NotFound, Unauthorized
+from shared.errors import BadRequest, NotFound
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.upstream_wire import RouteRequest, SourceOrder, SourceResponse
 from shared.web import json_response, read_json
@@ -27,10 +27,7 @@ _any = msgspec.json.Decoder(dict[str, Any])
 
 
 def _user_id(request: web.Request) -> str:
-    user_id = request.headers.get("X-Yandex-UID")
-    if not user_id:
-        raise Unauthorized("X-Yandex-UID is required")
-    return user_id
+    return wire.checked_user_id(request.headers.get("X-Yandex-UID"))
 
 
 def _service(request: web.Request) -> str:
@@ -45,8 +42,8 @@ async def _upstream_call(request: web.Request, target: str) -> bytes:
     body = await request.read()
     try:
         recorded = _any.decode(body) if body else None
-    except msgspec.DecodeError:
-        recorded = None
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        recorded = None  # recorded as "not JSON"; the handler answers the bad body itself
     request.app[STATS].record_call(target, request.headers, recorded)
     await request.app[FAULTS].apply(target, request)
     return body

@@ -5,11 +5,12 @@ Limits live in the types (msgspec `Meta`), so a decoded value is already a valid
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from shared.errors import BadRequest
+from shared.errors import BadRequest, Unauthorized
 
 T = TypeVar("T")
 
@@ -20,6 +21,11 @@ PartName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 ContentTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:~-]{1,64}$")]
 # a client tag as the server accepts it back (it issues at most 128 chars)
 ClientTagText = Annotated[str, msgspec.Meta(max_length=256)]
+# free-form JSON (echo fields, a part request's other fields) nests at most this deep
+MAX_JSON_DEPTH = 16
+# X-Yandex-UID: 1–128 printable ASCII characters, no spaces or control characters. Checked as
+# received and forwarded as it is, so the id checked is the id used.
+USER_ID = re.compile(r"[\x21-\x7e]{1,128}")
 MAX_PARTS = 32
 MAX_BATCH = 100
 
@@ -98,5 +104,34 @@ def decode(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid request: {exc}", code="invalid_request") from exc
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(f"malformed JSON: {exc}", code="malformed_json") from exc
+    except RecursionError as exc:
+        raise BadRequest("JSON nested too deeply", code="too_deep") from exc
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Free-form JSON is passed on (echoed, forwarded upstream): never deeper than `limit`."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return
+    raise BadRequest(f"{where} is nested deeper than {limit} levels", code="too_deep")
+
+
+def checked_user_id(value: str | None, header: str = "X-Yandex-UID") -> str:
+    """The user id exactly as received, if it is a well-formed one; else a 401."""
+    if value is None:
+        raise Unauthorized(f"{header} is required", code="unauthorized")
+    if not USER_ID.fullmatch(value):
+        raise Unauthorized(
+            f"{header} must be 1 to 128 printable ASCII characters with no spaces",
+            code="unauthorized",
+        )
+    return value

@@ -51,6 +51,7 @@ def parse_known_orders(
             raise BadRequest(f"{where}: {exc}", code="invalid_request") from exc
         check_service(order.service, policy, where)
         extras = {k: v for k, v in item.items() if k not in KNOWN_ORDER_FIELDS}
+        wire.check_depth(extras, where)
         if len(extras) > limits.max_extra_fields:
             raise BadRequest(
                 f"{where} has {len(extras)} extra fields; at most {limits.max_extra_fields}",

@@ -10,27 +10,26 @@ from aiohttp import web
 from services.bff.engine import PollResult
 from services.bff.keys import ENGINE, LIMITS, POLICY
 from services.bff.known_orders import parse_known_orders, queried_services
-from shared.errors import Unauthorized
 from shared.web import request_id
+from shared.wire import checked_user_id
 
 USER_HEADER = "X-Yandex-UID"
 
 
 def require_user(request: web.Request) -> str:
     """The gateway authenticates the user and passes X-Yandex-UID; no user, no answer."""
-    value = request.headers.get(USER_HEADER, "").strip()
-    if not value:
-        raise Unauthorized(f"{USER_HEADER} is required", code="unauthorized")
-    return value
+    return checked_user_id(request.headers.get(USER_HEADER), USER_HEADER)
 
 
 def upstream_headers(request: web.Request) -> dict[str, str]:
-    """Headers forwarded to upstreams; the request id is generated when absent."""
+    """Headers forwarded to upstreams; the request id is generated when absent. The user
+    id is the value `require_user` accepted, byte for byte."""
     headers = {
         name: request.headers[name]
-        for name in ("User-Agent", "Accept-Language", USER_HEADER)
+        for name in ("User-Agent", "Accept-Language")
         if name in request.headers
     }
+    headers[USER_HEADER] = require_user(request)
     headers["X-Request-Id"] = request_id(request)
     return headers
 

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from services.orders_state.wire import PartRequest
+from shared import wire
 from shared.errors import BadRequest
 
 
@@ -38,7 +39,9 @@ def parse_part_request(body: Mapping[str, Any], max_orders: int) -> ParsedPartRe
     orderids = [order.orderid for order in request.orders]
     if len(set(orderids)) != len(orderids):
         raise BadRequest("an order is listed twice", code="duplicate_order")
+    other_fields = {name: value for name, value in body.items() if name != "orders"}
+    wire.check_depth(other_fields, "the request")
     return ParsedPartRequest(
         orders=[RequestedOrder(order.orderid, order.tag) for order in request.orders],
-        other_fields={name: value for name, value in body.items() if name != "orders"},
+        other_fields=other_fields,
     )
