@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import redis
+
 log = logging.getLogger("mlutp.redis")
 
 
@@ -204,8 +206,6 @@ class EmbeddedRedisCluster:
         return ",".join(f"{node.host}:{node.port}" for node in self.nodes)
 
     def start(self, timeout_s: float = 30.0) -> None:
-        import redis
-
         for _ in range(self.masters):
             # an explicit bus port: the default (port + 10000) may be taken or out of range
             bus_port = free_port()

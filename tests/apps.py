@@ -16,15 +16,13 @@ from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
 
 
-def all_apps(
-    redis: RedisSettings | None = None, token: str = "t"
-) -> list[tuple[str, web.Application]]:
+def all_apps(redis: RedisSettings | None = None) -> list[tuple[str, web.Application]]:
     redis = redis or RedisSettings(url="redis://127.0.0.1:1/0")
     return [
-        ("order_tags", create_order_tags(OrderTagsSettings(service_token=token, redis=redis))),
-        ("emulator", create_emulator(EmulatorSettings(service_token=token))),
-        ("orders_state", create_orders_state(OrdersStateSettings(service_token=token))),
-        ("launch", create_launch(LaunchSettings(service_token=token))),
+        ("order_tags", create_order_tags(OrderTagsSettings(service_token="t", redis=redis))),
+        ("emulator", create_emulator(EmulatorSettings(service_token="t"))),
+        ("orders_state", create_orders_state(OrdersStateSettings(service_token="t"))),
+        ("launch", create_launch(LaunchSettings(service_token="t"))),
     ]
 
 

@@ -21,25 +21,30 @@ def require_user(request: web.Request) -> str:
     return checked_user_id(request.headers.get(USER_HEADER), USER_HEADER)
 
 
-def upstream_headers(request: web.Request) -> dict[str, str]:
-    """Headers forwarded to upstreams; the request id is generated when absent. The user
-    id is the value `require_user` accepted, byte for byte."""
+def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:
+    """Headers forwarded to upstreams; the request id is generated when absent. `user_id`
+    is the value `require_user` accepted, forwarded byte for byte."""
     headers = {
         name: request.headers[name]
         for name in ("User-Agent", "Accept-Language")
         if name in request.headers
     }
-    headers[USER_HEADER] = require_user(request)
+    headers[USER_HEADER] = user_id
     headers["X-Request-Id"] = request_id(request)
     return headers
 
 
 async def poll(
-    request: web.Request, known_orders: list[dict[str, Any]], supported: list[str] | None
+    request: web.Request,
+    user_id: str,
+    known_orders: list[dict[str, Any]],
+    supported: list[str] | None,
 ) -> tuple[list[str], PollResult]:
     """The poll both client-facing endpoints make: validate, then run the engine.
     Returns the queried services and the result."""
     policy = request.app[POLICY]
     known = parse_known_orders(known_orders, policy, request.app[LIMITS])
     services = queried_services(supported, known, policy)
-    return services, await request.app[ENGINE].poll(known, services, upstream_headers(request))
+    return services, await request.app[ENGINE].poll(
+        known, services, upstream_headers(request, user_id)
+    )

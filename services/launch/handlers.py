@@ -12,9 +12,9 @@ _launch_request = msgspec.json.Decoder(LaunchRequest)
 
 
 async def launch(request: web.Request) -> web.Response:
-    require_user(request)
+    user_id = require_user(request)
     body = await read_json(request, _launch_request)
-    services, result = await poll(request, body.known_orders, body.supported_services)
+    services, result = await poll(request, user_id, body.known_orders, body.supported_services)
     # the policy only of the services the client supports
     supported = [s for s in services if s in body.supported_services]
     rules = request.app[ENGINE].policy_rules(supported)

@@ -21,9 +21,9 @@ _route_request = msgspec.json.Decoder(RouteRequest)
 
 
 async def orders_state(request: web.Request) -> web.Response:
-    require_user(request)
+    user_id = require_user(request)
     body = await read_json(request, _state_request)
-    _, result = await poll(request, body.known_orders, body.supported_services)
+    _, result = await poll(request, user_id, body.known_orders, body.supported_services)
     return json_response(
         StateResponse(result.orders, result.allowed_changes),
         headers={INTERVAL_HEADER: str(result.interval_ms)},
@@ -32,11 +32,11 @@ async def orders_state(request: web.Request) -> web.Response:
 
 def part_handler(endpoint: PartEndpoint) -> Handler:
     async def handler(request: web.Request) -> web.Response:
-        require_user(request)
+        user_id = require_user(request)
         body = await read_json(request, _object)
         parsed = parse_part_request(body, request.app[MAX_PART_ORDERS])
         parts = await request.app[PARTS].fetch_parts(
-            endpoint, parsed.orders, parsed.other_fields, upstream_headers(request)
+            endpoint, parsed.orders, parsed.other_fields, upstream_headers(request, user_id)
         )
         return json_response(PartResponse(parts))
 
@@ -45,10 +45,10 @@ def part_handler(endpoint: PartEndpoint) -> Handler:
 
 def route_handler(endpoint: PartEndpoint) -> Handler:
     async def handler(request: web.Request) -> web.Response:
-        require_user(request)
+        user_id = require_user(request)
         body = await read_json(request, _route_request)
         part = await request.app[PARTS].fetch_route(
-            endpoint, msgspec.to_builtins(body), upstream_headers(request)
+            endpoint, msgspec.to_builtins(body), upstream_headers(request, user_id)
         )
         return json_response(part)
 
@@ -57,9 +57,9 @@ def route_handler(endpoint: PartEndpoint) -> Handler:
 
 async def taxiontheway(request: web.Request) -> web.Response:
     """The legacy endpoint, passed through unchanged: old clients and the load baseline."""
-    require_user(request)
+    user_id = require_user(request)
     body = await request.read()
-    response = await request.app[TOTW].pass_through(body, upstream_headers(request))
+    response = await request.app[TOTW].pass_through(body, upstream_headers(request, user_id))
     return web.Response(
         body=response.body,
         status=response.status,
