@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
 from devtools.bench_stack import wait_http
-from services.order_tags.storage import tags_key
 from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.redis import tags_key
 
 TOKEN = "bench-token"
 ORDERS = [("taxi", "bench-1"), ("taxi", "bench-2"), ("eats", "bench-3")]

@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, round_ratios, run_load
 from devtools.bench_stack import TOKEN, post_json, upstream_stack, wait_http
-from services.order_tags.storage import tags_key
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
+from shared.redis import tags_key
 
 USER = "bench-user"
 PATH = "/mlutp/v1/orders/state"

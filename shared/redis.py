@@ -18,6 +18,18 @@ from shared.embedded_redis import EmbeddedRedis
 RedisClient = Redis | RedisCluster
 
 
+def tags_key(service: str, orderid: str) -> str:
+    """An order's content tags: `tags:{<service>:<orderid>}`. The braces make the pair a
+    Redis Cluster hash tag: one order, one slot, and orders spread over every shard."""
+    return f"tags:{{{service}:{orderid}}}"
+
+
+def tags_channel(service: str, orderid: str) -> str:
+    """The channel order_tags publishes an order's tag writes on: the key's own name (channels
+    are a namespace of their own), so on a cluster it is sharded pub/sub on the key's shard."""
+    return tags_key(service, orderid)
+
+
 def _cluster_nodes(spec: str) -> list[ClusterNode]:
     nodes = []
     for item in spec.split(","):

@@ -175,6 +175,8 @@ def run_service(
         port=settings.port,
         shutdown_timeout=settings.shutdown_timeout_s,
         access_log=None,
+        # a client that hangs up stops its handler: a waiting poll it left frees its slot
+        handler_cancellation=True,
         print=lambda msg: log.info(
             "listening", extra={"url": f"http://{settings.host}:{settings.port}"}
         ),

@@ -24,6 +24,7 @@ from shared.protocol.interval import IntervalRules, overload_factor, polling_int
 from shared.protocol.need_request import TagTimings, client_policy_version, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
 from shared.protocol.tags import part_content
+from shared.protocol.waiting import AnsweredOrder
 from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import OrderKey
 
@@ -36,6 +37,28 @@ class PollResult:
     orders: list[dict[str, Any]]
     allowed_changes: list[AllowedChange]
     interval_ms: int
+    # the tag cache or a queried source was unavailable: a poll answered so never waits
+    degraded: bool = False
+    # the earliest moment (unix ms) a part the min TTL holds back becomes needed
+    held_until_ms: int | None = None
+
+    def answered(self) -> list[AnsweredOrder]:
+        return [
+            AnsweredOrder(
+                OrderKey(order["service"], order["orderid"]),
+                order["status"],
+                order["update_status"] == "stale",
+                order["need_request"],
+            )
+            for order in self.orders
+        ]
+
+    def actual_keys(self) -> list[OrderKey]:
+        return [
+            OrderKey(order["service"], order["orderid"])
+            for order in self.orders
+            if order["update_status"] == "actual"
+        ]
 
 
 @dataclass(frozen=True)
@@ -145,8 +168,9 @@ class OrdersStateEngine:
         *,
         cache_available: bool,
         now_ms: int,
-    ) -> dict[str, Any]:
-        """An order of an available source, decided by the policy version the client uses."""
+    ) -> tuple[dict[str, Any], int | None]:
+        """An order of an available source, decided by the policy version the client uses,
+        and when a part the min TTL holds back becomes needed."""
         service_policy = self.policy.services[service]
         client_tags = client.order.tags if client else {}
         version = client_policy_version(
@@ -172,7 +196,8 @@ class OrdersStateEngine:
         )
         for part in decision.need_request:
             self.metrics.need_request.labels(service, part).inc()
-        return _actual_order(service, source_order, decision.need_request, decision.valid_tags)
+        order = _actual_order(service, source_order, decision.need_request, decision.valid_tags)
+        return order, decision.held_until_ms
 
     async def poll(
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
@@ -201,7 +226,7 @@ class OrdersStateEngine:
         now_ms = int(time.time() * 1000)
         known_by_key = {k.key: k for k in known}
 
-        actual = [
+        decided = [
             self._actual(
                 service,
                 source_order,
@@ -212,6 +237,8 @@ class OrdersStateEngine:
             )
             for (service, source_order), key in zip(listed, keys, strict=True)
         ]
+        actual = [order for order, _ in decided]
+        held_until_ms = min((held for _, held in decided if held is not None), default=None)
 
         # a known order of an unavailable service stays, as the client knew it
         stale = [_stale_order(k) for k in known if k.order.service not in available]
@@ -238,4 +265,10 @@ class OrdersStateEngine:
             rules=self.config.interval,
         )
         self.metrics.interval.observe(interval_ms)
-        return PollResult(orders, allowed_changes(services, allowances), interval_ms)
+        return PollResult(
+            orders,
+            allowed_changes(services, allowances),
+            interval_ms,
+            degraded=degraded,
+            held_until_ms=held_until_ms,
+        )

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from services.bff.engine import PollResult
 from services.bff.keys import ENGINE, LIMITS, POLICY
-from services.bff.known_orders import parse_known_orders, queried_services
+from services.bff.known_orders import ParsedKnownOrder, parse_known_orders, queried_services
 from shared.web import request_id
 from shared.wire import checked_user_id
 
@@ -34,6 +34,15 @@ def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:
     return headers
 
 
+def parse_poll(
+    request: web.Request, known_orders: list[dict[str, Any]], supported: list[str] | None
+) -> tuple[list[ParsedKnownOrder], list[str]]:
+    """The known orders, validated, and the services the poll queries."""
+    policy = request.app[POLICY]
+    known = parse_known_orders(known_orders, policy, request.app[LIMITS])
+    return known, queried_services(supported, known, policy)
+
+
 async def poll(
     request: web.Request,
     user_id: str,
@@ -42,9 +51,7 @@ async def poll(
 ) -> tuple[list[str], PollResult]:
     """The poll both client-facing endpoints make: validate, then run the engine.
     Returns the queried services and the result."""
-    policy = request.app[POLICY]
-    known = parse_known_orders(known_orders, policy, request.app[LIMITS])
-    services = queried_services(supported, known, policy)
+    known, services = parse_poll(request, known_orders, supported)
     return services, await request.app[ENGINE].poll(
         known, services, upstream_headers(request, user_id)
     )

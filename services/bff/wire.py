@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import msgspec
 
 from shared.protocol.allowed_changes import AllowedChange
+from shared.protocol.waiting import MAX_WAIT_MS
 from shared.wire import ClientTagText, OrderId, ServiceName
 
 ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -31,6 +32,8 @@ KNOWN_ORDER_FIELDS = frozenset(KnownOrder.__struct_fields__)
 class StateRequest(msgspec.Struct):
     known_orders: list[dict[str, Any]] = []
     supported_services: list[ServiceName] | None = None
+    # hold the answer until a part changes, up to this long (SPEC: Waiting poll)
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_WAIT_MS)] = 0
 
 
 class LaunchRequest(msgspec.Struct):

@@ -10,39 +10,55 @@ from redis.exceptions import RedisError
 
 from shared.errors import RedisUnavailable
 from shared.protocol.tags import new_content_tag
-from shared.redis import RedisClient
+from shared.redis import RedisClient, tags_key
 from shared.wire import OrderKey
 
 T = TypeVar("T")
 
 
-def tags_key(service: str, orderid: str) -> str:
-    # the braces make the pair a Redis Cluster hash tag: one order, one slot; orders spread
-    return f"tags:{{{service}:{orderid}}}"
-
-
 # One command, so atomic on a single Redis and on a cluster alike (the key is one slot).
-# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), then part, content pairs.
+# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), then part,
+# content pairs. The parts whose content really changed are published on the order's channel
+# (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
+# not for a write that changed nothing (a missing tag created twice, the same tag set again).
 SET_TAGS_SCRIPT = """
 local only_if_absent = ARGV[2] == "1"
-for i = 3, #ARGV, 2 do
-  if only_if_absent then
-    redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i + 1])
-  else
+local changed = {}
+for i = 4, #ARGV, 2 do
+  local old = redis.call("HGET", KEYS[1], ARGV[i])
+  if old ~= ARGV[i + 1] and not (only_if_absent and old) then
     redis.call("HSET", KEYS[1], ARGV[i], ARGV[i + 1])
+    changed[#changed + 1] = ARGV[i]
   end
 end
 redis.call("EXPIRE", KEYS[1], ARGV[1])
+if ARGV[3] == "1" and #changed > 0 then
+  redis.call("SPUBLISH", KEYS[1], table.concat(changed, ","))
+end
 return redis.call("HGETALL", KEYS[1])
+"""
+
+# KEYS[1]: the order's hash; ARGV[1]: publish (0/1). "*": every part of the order is gone.
+DELETE_TAGS_SCRIPT = """
+local deleted = redis.call("DEL", KEYS[1])
+if ARGV[1] == "1" and deleted > 0 then
+  redis.call("SPUBLISH", KEYS[1], "*")
+end
+return deleted
 """
 
 
 class TagStore:
-    def __init__(self, redis: RedisClient, *, ttl_s: int, deadline_s: float) -> None:
+    def __init__(
+        self, redis: RedisClient, *, ttl_s: int, deadline_s: float, publish: bool = True
+    ) -> None:
         self.redis = redis
         self.ttl_s = ttl_s
         self.deadline_s = deadline_s
+        # off only to measure what publishing costs (benchmarks/order_tags_publish.py)
+        self.publish = publish
         self._set_script = redis.register_script(SET_TAGS_SCRIPT)
+        self._delete_script = redis.register_script(DELETE_TAGS_SCRIPT)
 
     async def _run(self, operation: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -68,7 +84,7 @@ class TagStore:
     ) -> dict[str, str]:
         """Write just these parts and refresh the TTL, atomically; return what is stored now."""
         key = tags_key(service, orderid)
-        args: list[str | int] = [self.ttl_s, int(only_if_absent)]
+        args: list[str | int] = [self.ttl_s, int(only_if_absent), int(self.publish)]
         for part, content in tags.items():
             args += [part, content]
 
@@ -86,7 +102,8 @@ class TagStore:
 
     async def delete(self, service: str, orderid: str) -> bool:
         async def operation() -> bool:
-            return bool(await self.redis.delete(tags_key(service, orderid)))
+            keys = [tags_key(service, orderid)]
+            return bool(await self._delete_script(keys=keys, args=[int(self.publish)]))
 
         return await self._run(operation)
 

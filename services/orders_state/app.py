@@ -1,24 +1,31 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from services.bff.config import LEGACY_PART_TYPE
-from services.bff.keys import BFF_METRICS, POLICY, TAG_CACHE
+from services.bff.keys import BFF_METRICS, ENGINE, POLICY, TAG_CACHE
 from services.bff.resources import setup_bff
 from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
-from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
+from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW, WAITING
+from services.orders_state.metrics import WaitingMetrics
 from services.orders_state.part_service import PartService
 from services.orders_state.part_upstream import PartUpstreamClient
+from services.orders_state.waiting import WaitingConfig, WaitingPolls
+from services.orders_state.wakeups import TagWakeups
 from shared.errors import StartupError
 from shared.http import HTTP_SESSION
 from shared.policy import PollingPolicy, PollingType
-from shared.web import create_base_app
+from shared.redis import create_redis
+from shared.web import METRICS, create_base_app
 
 SERVICE = "orders_state"
+
+log = logging.getLogger("mlutp.orders_state")
 
 
 def part_upstream_urls(settings: OrdersStateSettings, policy: PollingPolicy) -> dict[str, str]:
@@ -63,7 +70,38 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
 
-    app.cleanup_ctx.append(parts_ctx)
+    async def waiting_ctx(app: web.Application) -> AsyncIterator[None]:
+        wakeups: TagWakeups | None = None
+        metrics = WaitingMetrics(app[METRICS].registry)
+        redis = settings.redis
+        if redis.url or redis.cluster_nodes:
+            wakeups = TagWakeups(
+                create_redis(redis), redis, metrics, linger_s=settings.wakeup_linger_s
+            )
+            await wakeups.start()
+        else:
+            log.warning("no REDIS_URL or REDIS_CLUSTER_NODES: polls will not wait")
+        app[WAITING] = WaitingPolls(
+            app[ENGINE],
+            wakeups,
+            WaitingConfig(
+                max_waiting=settings.max_waiting,
+                subscribe_deadline_s=redis.command_deadline_s,
+                interval_max_ms=protocol.interval_max_ms,
+            ),
+            metrics,
+        )
+        yield
+        if wakeups is not None:
+            await wakeups.close()
+            await wakeups.redis.aclose()
+
+    async def answer_waiting_polls(app: web.Application) -> None:
+        # SIGTERM: on_shutdown runs before aiohttp waits for the handlers in flight
+        app[WAITING].shutdown()
+
+    app.cleanup_ctx.extend([parts_ctx, waiting_ctx])
+    app.on_shutdown.append(answer_waiting_polls)
     app.router.add_post("/mlutp/v1/orders/state", handlers.orders_state)
     app.router.add_post("/3.0/taxiontheway", handlers.taxiontheway)
     # every rule's url is served, those of deprecated policy versions too

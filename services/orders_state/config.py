@@ -1,12 +1,26 @@
 from __future__ import annotations
 
+from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
 from services.bff.config import BffSettings
-from shared.config import DEFAULT_PORTS
+from shared.config import DEFAULT_PORTS, RedisSettings
 
 
 class OrdersStateSettings(BffSettings):
     model_config = SettingsConfigDict(env_prefix="ORDERS_STATE_")
 
     port: int = DEFAULT_PORTS["orders_state"]
+    # the Redis order_tags writes to (REDIS_URL or REDIS_CLUSTER_NODES), for the wake-ups of
+    # waiting polls; with neither, polls never wait (an embedded Redis of its own would never
+    # hear a tag write)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    # waiting polls one process holds at most; past it polls answer at once, interval grown
+    max_waiting: int = Field(
+        10_000, ge=0, validation_alias=AliasChoices("MLUTP_MAX_WAITING", "max_waiting")
+    )
+    # a channel no poll waits on stays subscribed this long: the client's next poll waits on
+    # the same orders right away
+    wakeup_linger_s: float = Field(
+        5.0, ge=0, validation_alias=AliasChoices("MLUTP_WAKEUP_LINGER_S", "wakeup_linger_s")
+    )

@@ -6,10 +6,11 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.bff.requests import poll, require_user, upstream_headers
+from services.bff.requests import parse_poll, require_user, upstream_headers
 from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
-from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW
+from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW, WAITING
 from services.orders_state.part_request import parse_part_request
+from services.orders_state.waiting import WAIT_HEADER
 from services.orders_state.wire import PartResponse
 from shared.policy import PartEndpoint
 from shared.upstream_wire import RouteRequest
@@ -23,10 +24,15 @@ _route_request = msgspec.json.Decoder(RouteRequest)
 async def orders_state(request: web.Request) -> web.Response:
     user_id = require_user(request)
     body = await read_json(request, _state_request)
-    _, result = await poll(request, user_id, body.known_orders, body.supported_services)
+    known, services = parse_poll(request, body.known_orders, body.supported_services)
+    answer = await request.app[WAITING].answer(
+        known, services, upstream_headers(request, user_id), body.wait_ms
+    )
+    headers = {INTERVAL_HEADER: str(answer.result.interval_ms)}
+    if answer.cause is not None:
+        headers[WAIT_HEADER] = answer.cause.value
     return json_response(
-        StateResponse(result.orders, result.allowed_changes),
-        headers={INTERVAL_HEADER: str(result.interval_ms)},
+        StateResponse(answer.result.orders, answer.result.allowed_changes), headers=headers
     )
 
 

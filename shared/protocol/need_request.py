@@ -45,11 +45,31 @@ def part_needed(
     return force or age_ms >= timings.min_ttl_ms
 
 
+def part_held_until_ms(
+    rule: PartRule,
+    client_tag: ClientTag | None,
+    stored_content: str | None,
+    *,
+    force: bool,
+    cache_available: bool,
+    timings: TagTimings,
+) -> int | None:
+    """When a changed part that the min TTL holds back (rule 5, not forced) becomes needed;
+    None for a part no passing of time alone makes needed. A waiting poll answers then."""
+    if client_tag is None or rule.static or not cache_available or force:
+        return None
+    if client_tag.content is not None and client_tag.content == stored_content:
+        return None
+    return client_tag.issued_ms + timings.min_ttl_ms
+
+
 @dataclass(frozen=True)
 class PartsDecision:
     need_request: list[str]
     # the client's tags that are valid, echoed back
     valid_tags: dict[str, str]
+    # the earliest moment a part not needed now becomes needed by the min TTL alone
+    held_until_ms: int | None = None
 
 
 def decide_parts(
@@ -66,6 +86,7 @@ def decide_parts(
     """need_request (by ascending priority) and the valid client tags of one actual order."""
     need: list[str] = []
     valid: dict[str, str] = {}
+    held: list[int] = []
     for rule in rules_by_priority:
         raw = client_tags.get(rule.part_name)
         decoded = valid_tag(raw, policy_version, now_ms)
@@ -84,7 +105,18 @@ def decide_parts(
             timings=timings,
         ):
             need.append(rule.part_name)
-    return PartsDecision(need, valid)
+            continue
+        held_until = part_held_until_ms(
+            rule,
+            decoded,
+            stored,
+            force=force,
+            cache_available=cache_available,
+            timings=timings,
+        )
+        if held_until is not None:
+            held.append(held_until)
+    return PartsDecision(need, valid, min(held, default=None))
 
 
 def client_policy_version(

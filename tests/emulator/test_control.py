@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from emulator.driver import Driver
 from emulator.keys import DRIVER, FEATURES
-from services.order_tags.storage import tags_key
+from shared.redis import tags_key
 from tests.emulator_api import create_order, set_fault, stats
 
 NON_STATIC_TAXI_PARTS = {"fast_info", "rarely_changed", "chat", "slow"}

@@ -8,7 +8,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from services.order_tags.storage import tags_key
+from shared.redis import tags_key
 from tests.services.order_tags.conftest import AUTH
 
 

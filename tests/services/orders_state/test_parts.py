@@ -8,8 +8,8 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
-from services.order_tags.storage import tags_key
 from shared.protocol.tags import decode_tag
+from shared.redis import tags_key
 from tests.emulator_api import change, create_order_id, set_fault, stats
 from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, poll
 

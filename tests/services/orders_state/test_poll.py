@@ -7,7 +7,7 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
-from services.order_tags.storage import tags_key
+from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
 from tests.services.conftest import DEPRECATED_TAXI_VERSION, client_tag, poll
 

@@ -1,0 +1,219 @@
+"""The waiting poll (SPEC: Waiting poll): orders/state held until a part changes.
+
+A poll that asks to wait listens on its orders' channels, then polls as usual. With news it
+answers at once. Otherwise it is held until a wake-up (a tag write on one of its orders),
+the moment the min TTL lets a held-back change through, or the end of its wait; each of
+these reruns the poll (sources and tags), which answers if there is news and otherwise
+waits on for the time left. Tags stay the only truth: a wake-up only says "look again".
+While waiting a poll holds nothing but its connection: no upstream call, no Redis command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from redis.exceptions import RedisError
+
+from services.bff.engine import OrdersStateEngine, PollResult
+from services.bff.known_orders import ParsedKnownOrder
+from services.orders_state.metrics import WaitingMetrics
+from services.orders_state.wakeups import TagWakeups, Waiter
+from shared.protocol.waiting import has_news, shed_interval_ms, wait_budget_ms
+from shared.wire import OrderKey
+
+log = logging.getLogger("mlutp.waiting")
+
+WAIT_HEADER = "X-Mlutp-Wait"
+
+
+class WaitCause(StrEnum):
+    """Why a poll that asked to wait was answered when it was (the X-Mlutp-Wait header).
+    After news, wakeup, timeout or shutdown the client may poll again at once; after
+    unavailable or shed it polls at the interval, as without waiting."""
+
+    NEWS = "news"  # news at once, no wait
+    WAKEUP = "wakeup"  # news after a wake-up or the min TTL
+    TIMEOUT = "timeout"  # the wait ended without news
+    UNAVAILABLE = "unavailable"  # cannot wait now: tag cache, a source or pub/sub is down
+    SHED = "shed"  # past the cap of waiting polls
+    SHUTDOWN = "shutdown"  # the process is stopping
+
+
+@dataclass(frozen=True)
+class WaitedAnswer:
+    result: PollResult
+    # None for a poll that did not ask to wait
+    cause: WaitCause | None
+
+
+@dataclass(frozen=True)
+class WaitingConfig:
+    max_waiting: int = 10_000
+    # how long subscribing to the orders' channels may take before the poll gives up waiting
+    subscribe_deadline_s: float = 0.1
+    # past the cap, the interval given grows by this much (load shedding)
+    shed_factor: float = 2.0
+    interval_max_ms: int = 60_000
+
+
+class WaitingPolls:
+    def __init__(
+        self,
+        engine: OrdersStateEngine,
+        wakeups: TagWakeups | None,
+        config: WaitingConfig,
+        metrics: WaitingMetrics,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.engine = engine
+        self.wakeups = wakeups
+        self.config = config
+        self.metrics = metrics
+        self.rng = rng or random.Random()
+        self.waiting = 0
+        # polls held now: listening, polled, nothing to say yet
+        self.held = 0
+        self.held_changed = asyncio.Condition()
+        self.shutting_down = False
+        self._waiters: set[Waiter] = set()
+
+    async def until_held(self, count: int) -> None:
+        """Until exactly `count` polls are held (for tests and benchmarks: the moment a
+        change must wake them)."""
+        async with self.held_changed:
+            await self.held_changed.wait_for(lambda: self.held == count)
+
+    async def _set_held(self, delta: int) -> None:
+        self.held += delta
+        async with self.held_changed:
+            self.held_changed.notify_all()
+
+    def shutdown(self) -> None:
+        """SIGTERM: every waiting poll answers now, and no new poll waits."""
+        self.shutting_down = True
+        for waiter in self._waiters:
+            waiter.ring()
+
+    def _can_wait(self) -> bool:
+        return self.wakeups is not None and self.wakeups.available and not self.shutting_down
+
+    async def answer(
+        self,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        headers: dict[str, str],
+        wait_ms: int,
+    ) -> WaitedAnswer:
+        if wait_ms == 0:
+            return WaitedAnswer(await self.engine.poll(known, services, headers), None)
+        answered = await self._answer(known, services, headers, wait_ms)
+        self.metrics.answers.labels(answered.cause.value if answered.cause else "").inc()
+        return answered
+
+    async def _answer(
+        self,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        headers: dict[str, str],
+        wait_ms: int,
+    ) -> WaitedAnswer:
+        loop = asyncio.get_running_loop()
+        ends_at = loop.time() + wait_budget_ms(wait_ms, self.rng) / 1000
+        known_statuses = {k.key: k.order.status for k in known}
+
+        async def poll() -> PollResult:
+            return await self.engine.poll(known, services, headers)
+
+        def at_once(result: PollResult) -> WaitedAnswer:
+            """The answer of a poll that will not wait (whatever the reason)."""
+            if result.degraded or not self._can_wait():
+                cause = WaitCause.SHUTDOWN if self.shutting_down else WaitCause.UNAVAILABLE
+                return WaitedAnswer(result, cause)
+            return WaitedAnswer(result, WaitCause.NEWS)
+
+        if not self._can_wait():
+            return at_once(await poll())
+        if self.waiting >= self.config.max_waiting:
+            result = await poll()
+            if result.degraded or has_news(known_statuses, result.answered()):
+                return at_once(result)
+            interval_ms = shed_interval_ms(
+                result.interval_ms,
+                factor=self.config.shed_factor,
+                max_ms=self.config.interval_max_ms,
+            )
+            return WaitedAnswer(replace(result, interval_ms=interval_ms), WaitCause.SHED)
+
+        assert self.wakeups is not None
+        # the slot is taken before the first poll, so the cap holds for polls in any phase
+        self.waiting += 1
+        self.metrics.waiting.inc()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    # listen before the first look at the tags: a write from then on rings
+                    waiter = await stack.enter_async_context(
+                        self.wakeups.watch([k.key for k in known], self.config.subscribe_deadline_s)
+                    )
+                except (RedisError, OSError, TimeoutError) as exc:
+                    log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
+                    return WaitedAnswer(await poll(), WaitCause.UNAVAILABLE)
+                self._waiters.add(waiter)
+                stack.callback(self._waiters.discard, waiter)
+                return await self._wait(waiter, poll, known_statuses, ends_at, at_once)
+        finally:
+            self.waiting -= 1
+            self.metrics.waiting.dec()
+
+    async def _wait(
+        self,
+        waiter: Waiter,
+        poll: Callable[[], Awaitable[PollResult]],
+        known_statuses: dict[OrderKey, str],
+        ends_at: float,
+        at_once: Callable[[PollResult], WaitedAnswer],
+    ) -> WaitedAnswer:
+        loop = asyncio.get_running_loop()
+        result = await poll()
+        if result.degraded or has_news(known_statuses, result.answered()):
+            return at_once(result)
+        while True:
+            if self.shutting_down:
+                return WaitedAnswer(result, WaitCause.SHUTDOWN)
+            if not self._can_wait():
+                return at_once(result)
+            wake_at = ends_at
+            if result.held_until_ms is not None:
+                # a change the min TTL holds back is news once the TTL has passed
+                held_s = (result.held_until_ms - time.time() * 1000) / 1000
+                wake_at = min(wake_at, loop.time() + max(0.0, held_s))
+            await self._set_held(1)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(wake_at):
+                        await waiter.event.wait()
+            finally:
+                await self._set_held(-1)
+            woken = waiter.event.is_set()
+            ended = not woken and loop.time() >= ends_at
+            # cleared before looking again: a write during the next poll rings again
+            waiter.event.clear()
+            if self.shutting_down:
+                return WaitedAnswer(result, WaitCause.SHUTDOWN)
+            # the wait's end too looks again: the answer is as usual, never a held old one
+            result = await poll()
+            if result.degraded or not self._can_wait():
+                return at_once(result)
+            if ended:
+                return WaitedAnswer(result, WaitCause.TIMEOUT)
+            if has_news(known_statuses, result.answered()):
+                return WaitedAnswer(result, WaitCause.WAKEUP)
+            if loop.time() >= ends_at:
+                return WaitedAnswer(result, WaitCause.TIMEOUT)

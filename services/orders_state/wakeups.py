@@ -1,0 +1,316 @@
+"""Wake-ups of waiting polls (SPEC: Waiting poll). order_tags publishes every tag write on the
+order's own channel; this process keeps one pub/sub connection (one per shard on a Redis
+Cluster, where the channels are sharded like the keys), subscribed to an order's channel
+while some poll waits on it and for a short linger after, since the client's next poll
+usually waits on the same orders at once.
+
+A wake-up only says "look again": the waiting poll reruns the poll and the tags decide. So a
+lost message costs at most one wait, and losing the connection wakes every waiter (they
+answer at once, and no poll waits until the connection is back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.client import PubSub
+from redis.crc import key_slot
+from redis.exceptions import RedisError
+
+from services.orders_state.metrics import WaitingMetrics
+from shared.config import RedisSettings
+from shared.redis import RedisClient, create_redis, tags_channel
+from shared.wire import OrderKey
+
+log = logging.getLogger("mlutp.wakeups")
+
+# a blocked read returns this often, so a stopped shard is noticed and the loop stays simple
+READ_TIMEOUT_S = 1.0
+RECONNECT_BACKOFF_S = (0.1, 0.5, 1.0, 2.0)
+
+
+class Waiter:
+    """One waiting poll's doorbell: set on a wake-up of any of its orders or when wake-ups
+    stopped working (the connection of one of its shards was lost)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def ring(self) -> None:
+        self.event.set()
+
+
+class Shard:
+    """One pub/sub connection and the task that reads it."""
+
+    def __init__(self, name: str, redis: Redis, hub: TagWakeups, *, owns_client: bool) -> None:
+        self.name = name
+        self.redis = redis
+        self.owns_client = owns_client
+        self.pubsub: PubSub = redis.pubsub()
+        self.hub = hub
+        self.available = False
+        # channels whose SSUBSCRIBE is sent and not yet confirmed; set when it is, or when
+        # the connection is lost (then `available` says which)
+        self.confirmations: dict[str, asyncio.Event] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"wakeups:{self.name}")
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        with contextlib.suppress(RedisError, OSError):
+            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
+        if self.owns_client:
+            await self.redis.aclose()
+
+    async def subscribe(self, channels: Sequence[str], *, by_slot: bool) -> None:
+        """Send SSUBSCRIBE; the reader sets each channel's confirmation."""
+        for channel in channels:
+            self.confirmations.setdefault(channel, asyncio.Event())
+        groups: Iterable[Sequence[str]] = [channels]
+        if by_slot:
+            # a cluster node takes one slot per SSUBSCRIBE
+            slots: dict[int, list[str]] = defaultdict(list)
+            for channel in channels:
+                slots[key_slot(channel.encode())].append(channel)
+            groups = slots.values()
+        for group in groups:
+            await self.pubsub.ssubscribe(*group)
+
+    async def confirmed(self, channel: str) -> None:
+        """Until Redis confirmed the channel's subscription; ConnectionError if the connection
+        is lost first."""
+        event = self.confirmations.get(channel)
+        if event is not None:
+            await event.wait()
+        if not self.available:
+            raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        for channel in channels:
+            self.confirmations.pop(channel, None)
+        # one SUNSUBSCRIBE per channel: a cluster node refuses channels of several slots
+        for channel in channels:
+            await self.pubsub.sunsubscribe(channel)
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                # (re)connects; redis-py subscribes again to every channel on a new connection
+                await self.pubsub.connect()  # type: ignore[no-untyped-call]
+                self.available = True
+                self.hub.shard_up()
+                attempt = 0
+                while True:
+                    message = await self.pubsub.get_message(timeout=READ_TIMEOUT_S)
+                    if message is not None:
+                        self._handle(message)
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError) as exc:
+                was_available, self.available = self.available, False
+                if was_available:
+                    log.warning(
+                        "pub/sub connection lost", extra={"shard": self.name, "error": repr(exc)}
+                    )
+                    self.hub.lost(self)
+                for event in self.confirmations.values():
+                    event.set()
+                self.confirmations.clear()
+            # a reconnect backoff, not a wait for an event: nothing announces Redis is back
+            await asyncio.sleep(RECONNECT_BACKOFF_S[min(attempt, len(RECONNECT_BACKOFF_S) - 1)])
+            attempt += 1
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        channel = message["channel"]
+        if kind == "smessage":
+            self.hub.wake(channel)
+        elif kind == "ssubscribe":
+            event = self.confirmations.pop(channel, None)
+            if event is not None:
+                event.set()
+
+
+class TagWakeups:
+    def __init__(
+        self,
+        redis: RedisClient,
+        settings: RedisSettings,
+        metrics: WaitingMetrics,
+        *,
+        linger_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.metrics = metrics
+        self.linger_s = linger_s
+        self.clock = clock
+        self.cluster = isinstance(redis, RedisCluster)
+        self.shards: dict[str, Shard] = {}
+        self.waiters: dict[str, set[Waiter]] = defaultdict(set)
+        # channels subscribed on Redis, and since when each has had no waiter
+        self.subscribed: dict[str, Shard] = {}
+        self.idle_since: dict[str, float] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def available(self) -> bool:
+        """Wake-ups work now: every shard's connection is up."""
+        return bool(self.shards) and all(shard.available for shard in self.shards.values())
+
+    async def start(self) -> None:
+        if isinstance(self.redis, RedisCluster):
+            await self.redis.initialize()
+            for node in self.redis.get_primaries():
+                self._add_shard(node.name, node.host, node.port)
+        else:
+            self.shards[""] = Shard("", self.redis, self, owns_client=False)
+        for shard in self.shards.values():
+            shard.start()
+        self._sweeper = asyncio.create_task(self._sweep(), name="wakeups:sweeper")
+
+    def _add_shard(self, name: str, host: str, port: int | str) -> Shard:
+        client = create_redis(self.settings, f"redis://{host}:{port}/0")
+        assert isinstance(client, Redis)
+        shard = self.shards[name] = Shard(name, client, self, owns_client=True)
+        return shard
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        await asyncio.gather(*(shard.close() for shard in self.shards.values()))
+        for waiters in self.waiters.values():
+            for waiter in waiters:
+                waiter.ring()
+
+    def _shard_of(self, channel: str) -> Shard:
+        if isinstance(self.redis, RedisCluster):
+            node = self.redis.get_node_from_key(channel)
+            if node is None:
+                raise ConnectionError(f"no cluster node serves {channel}")
+            shard = self.shards.get(node.name)
+            if shard is None:
+                shard = self._add_shard(node.name, node.host, node.port)
+                shard.start()
+            return shard
+        return self.shards[""]
+
+    @contextlib.asynccontextmanager
+    async def watch(self, orders: Sequence[OrderKey], deadline_s: float) -> AsyncIterator[Waiter]:
+        """Listen on the orders' channels. The subscriptions are confirmed by Redis before
+        this yields, so a tag write from then on rings the waiter; ConnectionError or
+        TimeoutError when they cannot be within `deadline_s`."""
+        waiter = Waiter()
+        channels = [tags_channel(order.service, order.orderid) for order in orders]
+        for channel in channels:
+            self.waiters[channel].add(waiter)
+            self.idle_since.pop(channel, None)
+        try:
+            await self._subscribe(channels, deadline_s)
+            yield waiter
+        finally:
+            now = self.clock()
+            for channel in channels:
+                waiters = self.waiters.get(channel)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del self.waiters[channel]
+                        self.idle_since[channel] = now
+
+    async def _subscribe(self, channels: Sequence[str], deadline_s: float) -> None:
+        try:
+            async with asyncio.timeout(deadline_s):
+                # the lock keeps SSUBSCRIBE and the sweeper's SUNSUBSCRIBE of a channel in the
+                # order the bookkeeping saw them
+                async with self._lock:
+                    new: dict[Shard, list[str]] = defaultdict(list)
+                    for channel in channels:
+                        if channel not in self.subscribed:
+                            shard = self._shard_of(channel)
+                            self.subscribed[channel] = shard
+                            new[shard].append(channel)
+                    for shard, shard_channels in new.items():
+                        await shard.subscribe(shard_channels, by_slot=self.cluster)
+                for channel in channels:
+                    subscribed_on = self.subscribed.get(channel)
+                    if subscribed_on is None:
+                        raise ConnectionError(f"{channel} is not subscribed")
+                    await subscribed_on.confirmed(channel)
+        except (RedisError, OSError, TimeoutError):
+            # not known to be subscribed: the next watch of these channels subscribes again
+            for channel in channels:
+                on = self.subscribed.get(channel)
+                if on is not None and (channel in on.confirmations or not on.available):
+                    del self.subscribed[channel]
+            raise
+        finally:
+            self.metrics.channels.set(len(self.subscribed))
+
+    def wake(self, channel: str) -> None:
+        waiters = self.waiters.get(channel)
+        self.metrics.messages.inc()
+        if not waiters:
+            return
+        for waiter in waiters:
+            waiter.ring()
+        self.metrics.wakeups.inc(len(waiters))
+
+    def shard_up(self) -> None:
+        self.metrics.pubsub_up.set(int(self.available))
+
+    def lost(self, shard: Shard) -> None:
+        """A shard's connection is gone: its waiters can no longer be woken, so they answer
+        now; its channels are subscribed again on the new connection by redis-py."""
+        self.metrics.pubsub_up.set(0)
+        for channel, waiters in self.waiters.items():
+            if self.subscribed.get(channel) is shard:
+                for waiter in waiters:
+                    waiter.ring()
+
+    async def _sweep(self) -> None:
+        """Unsubscribe channels no poll has waited on for `linger_s`."""
+        while True:
+            # a timer by nature: idleness is the absence of events
+            await asyncio.sleep(min(1.0, self.linger_s))
+            now = self.clock()
+            async with self._lock:
+                expired = [
+                    c for c, since in self.idle_since.items() if now - since >= self.linger_s
+                ]
+                by_shard: dict[Shard, list[str]] = defaultdict(list)
+                for channel in expired:
+                    del self.idle_since[channel]
+                    subscribed_on = self.subscribed.pop(channel, None)
+                    if subscribed_on is not None:
+                        by_shard[subscribed_on].append(channel)
+                for shard, channels in by_shard.items():
+                    try:
+                        if not shard.available:
+                            raise ConnectionError("shard down")
+                        await shard.unsubscribe(channels)
+                    except (RedisError, OSError):
+                        # still subscribed (redis-py subscribes again on reconnect): later
+                        for channel in channels:
+                            self.subscribed.setdefault(channel, shard)
+                            if channel not in self.waiters:
+                                self.idle_since[channel] = now
+            self.metrics.channels.set(len(self.subscribed))

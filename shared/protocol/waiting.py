@@ -1,0 +1,48 @@
+"""The waiting poll's decisions (SPEC: Waiting poll): what is news for the client, how long
+a poll may wait, and the interval of a poll shed past the cap of waiting polls."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from shared.wire import OrderKey
+
+MAX_WAIT_MS = 25_000
+# the random extra on a wait is at most wait_ms / 16: waits started together end apart
+WAIT_JITTER_DIVISOR = 16
+
+
+@dataclass(frozen=True)
+class AnsweredOrder:
+    key: OrderKey
+    status: str
+    stale: bool
+    need_request: Sequence[str]
+
+
+def has_news(known_statuses: Mapping[OrderKey, str], answered: Sequence[AnsweredOrder]) -> bool:
+    """News for the client: any part in `need_request`; an order whose status differs from
+    the client's; an order the client did not list; a known order left out as finished; any
+    stale order. A poll with news is answered at once; one without may wait."""
+    for order in answered:
+        if order.stale or order.need_request:
+            return True
+        client_status = known_statuses.get(order.key)
+        if client_status is None or client_status != order.status:
+            return True
+    answered_keys = {order.key for order in answered}
+    return any(key not in answered_keys for key in known_statuses)
+
+
+def wait_budget_ms(wait_ms: int, rng: random.Random) -> float:
+    """How long a poll without news may be held: `wait_ms` plus a random extra of up to
+    `wait_ms / 16`, so clients whose waits began together do not all come back at once."""
+    return wait_ms + rng.uniform(0, wait_ms / WAIT_JITTER_DIVISOR)
+
+
+def shed_interval_ms(interval_ms: int, *, factor: float, max_ms: int) -> int:
+    """Past the cap of waiting polls a poll is answered at once and its client told to come
+    back later than usual: load shedding by interval."""
+    return int(min(max_ms, interval_ms * factor))

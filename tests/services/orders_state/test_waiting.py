@@ -1,0 +1,286 @@
+"""The waiting poll (SPEC: Waiting poll) on a real stack: Redis, order_tags, the emulator and
+orders_state with its pub/sub connection. "Held" is awaited on the server's own count of held
+polls, never guessed with a sleep; timings are asserted only as far as the SPEC names them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis
+import redis as redis_lib
+from aiohttp.test_utils import TestClient, TestServer
+
+from emulator.app import create_app as create_emulator
+from services.order_tags.app import create_app as create_order_tags
+from services.order_tags.config import OrderTagsSettings
+from services.orders_state.app import create_app
+from services.orders_state.config import OrdersStateSettings
+from services.orders_state.keys import WAITING
+from shared.config import RedisSettings
+from shared.embedded_redis import EmbeddedRedis
+from shared.protocol.waiting import MAX_WAIT_MS
+from shared.redis import tags_key
+from tests.conftest import TEST_TOKEN, emulator_settings
+from tests.emulator_api import advance, change, create_order_id
+from tests.services.conftest import bff_kwargs, client_tag, protocol_for_tests
+from tests.services.orders_state.test_poll import all_tags
+
+STATE = "/mlutp/v1/orders/state"
+MakeOrdersState = Callable[..., Awaitable[TestClient]]
+
+
+@pytest.fixture
+def make_orders_state(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+    redis_settings: RedisSettings,
+) -> MakeOrdersState:
+    async def make(**settings: Any) -> TestClient:
+        protocol = protocol_for_tests(**settings.pop("protocol", {}))
+        values = {
+            **bff_kwargs(order_tags_server, emulator_server, protocol),
+            "redis": redis_settings,
+            **settings,
+        }
+        return await aiohttp_client(create_app(OrdersStateSettings(**values)))
+
+    return make
+
+
+@pytest.fixture
+async def waiting_state(make_orders_state: MakeOrdersState) -> TestClient:
+    return await make_orders_state()
+
+
+async def state(
+    client: TestClient, user: str, orderid: str, tags: dict[str, str], **extra: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """One poll with one known taxi order (status driving); the order and the headers."""
+    known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
+    body = {"known_orders": [{**known, **extra.pop("known", {})}], **extra}
+    resp = await client.post(STATE, json=body, headers={"X-Yandex-UID": user})
+    assert resp.status == 200, await resp.text()
+    [order] = (await resp.json())["orders"]
+    return order, dict(resp.headers)
+
+
+async def caught_up(
+    emulator: TestClient, redis_sync: redis.Redis, user: str
+) -> tuple[str, dict[str, str]]:
+    """A driving order and client tags of everything as stored: a poll with them has no news."""
+    orderid = await create_order_id(emulator, user, status="driving")
+    return orderid, all_tags(redis_sync, orderid, age_ms=60_000)
+
+
+async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
+    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    started = time.monotonic()
+    waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=20_000))
+    await waiting_state.app[WAITING].until_held(1)
+    assert not waiting.done()
+    await change(emulator, "taxi", orderid, {"comment": "by the gate"})
+    order, headers = await waiting
+    assert "rarely_changed" in order["need_request"]
+    assert headers["X-Mlutp-Wait"] == "wakeup"
+    assert time.monotonic() - started < 10  # woken, not timed out
+
+
+async def test_with_no_news_the_answer_comes_when_the_wait_ends(
+    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    started = time.monotonic()
+    order, headers = await state(waiting_state, unique, orderid, tags, wait_ms=400)
+    elapsed = time.monotonic() - started
+    assert order["need_request"] == [] and order["status"] == "driving"
+    assert order["update_status"] == "actual"
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    assert elapsed >= 0.4  # wait_ms, plus at most wait_ms / 16 of jitter
+
+
+@pytest.mark.parametrize(
+    ("news", "known"),
+    [
+        ("a part to fetch", {"tags": {}}),
+        ("another status", {"status": "searching"}),
+    ],
+)
+async def test_a_poll_with_news_answers_at_once(
+    waiting_state: TestClient,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+    news: str,
+    known: dict[str, Any],
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, headers = await state(waiting_state, unique, orderid, tags, known=known, wait_ms=MAX_WAIT_MS)
+    assert headers["X-Mlutp-Wait"] == "news", news
+
+
+async def test_a_finished_order_and_an_unlisted_one_are_news(
+    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    gone = {"orderid": f"{unique}-gone", "service": "taxi", "status": "driving"}
+    listed = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
+    body = {"known_orders": [listed, gone], "wait_ms": MAX_WAIT_MS}
+    resp = await waiting_state.post(STATE, json=body, headers={"X-Yandex-UID": unique})
+    assert resp.headers["X-Mlutp-Wait"] == "news"  # the gone order is left out: finished
+    resp = await waiting_state.post(
+        STATE,
+        json={"supported_services": ["taxi"], "wait_ms": MAX_WAIT_MS},
+        headers={"X-Yandex-UID": unique},
+    )
+    assert resp.headers["X-Mlutp-Wait"] == "news"  # an order the client did not list
+
+
+async def test_a_lost_wake_up_costs_one_wait_never_the_change(
+    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=600))
+    await waiting_state.app[WAITING].until_held(1)
+    # a write that publishes nothing: the wake-up is lost
+    redis_sync.hset(tags_key("taxi", orderid), "chat", "changed-silently")
+    order, headers = await waiting
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    assert order["need_request"] == ["chat"]  # the tags saw it when the wait ended
+
+
+async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
+    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    started = time.monotonic()
+    waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=20_000))
+    await waiting_state.app[WAITING].until_held(1)
+    redis_sync.client_kill_filter(_type="pubsub")
+    order, headers = await waiting
+    assert headers["X-Mlutp-Wait"] in ("unavailable", "timeout")
+    assert time.monotonic() - started < 10
+    # a change made while the connection was down is seen by the next poll's tags
+    await change(emulator, "taxi", orderid, {"comment": "while nobody listened"})
+    order, _ = await state(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    assert "rarely_changed" in order["need_request"]
+
+
+async def test_a_change_held_by_the_min_ttl_is_answered_once_the_ttl_has_passed(
+    make_orders_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    client = await make_orders_state(protocol={"min_ttl_s": 1.0})
+    orderid = await create_order_id(emulator, unique, status="driving")
+    tags = all_tags(redis_sync, orderid, age_ms=60_000)
+    tags["fast_info"] = client_tag("taxi", "an-older-content", age_ms=0)  # fetched just now
+    started = time.monotonic()
+    order, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
+    assert order["need_request"] == ["fast_info"]
+    assert headers["X-Mlutp-Wait"] == "wakeup"
+    assert 1.0 <= time.monotonic() - started < 10
+    # force skips the min TTL: news at once
+    tags["fast_info"] = client_tag("taxi", "an-older-content", age_ms=0)
+    order, headers = await state(
+        client, unique, orderid, tags, known={"force": True}, wait_ms=20_000
+    )
+    assert order["need_request"] == ["fast_info"] and headers["X-Mlutp-Wait"] == "news"
+
+
+async def test_past_the_cap_a_poll_answers_at_once_with_a_longer_interval(
+    make_orders_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    client = await make_orders_state(max_waiting=1)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, plain = await state(client, unique, orderid, tags)
+    first = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
+    await client.app[WAITING].until_held(1)
+    _, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
+    assert headers["X-Mlutp-Wait"] == "shed"
+    interval = int(headers["X-Yataxi-Polling-Interval-Ms"])
+    assert interval == 2 * int(plain["X-Yataxi-Polling-Interval-Ms"])
+    await advance(emulator, "taxi", orderid)
+    _, headers = await first
+    assert headers["X-Mlutp-Wait"] == "wakeup"
+
+
+async def test_with_the_tag_cache_down_a_poll_does_not_wait(
+    waiting_state: TestClient,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+    order_tags_server: TestServer,
+):
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    await order_tags_server.close()
+    order, headers = await state(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    assert headers["X-Mlutp-Wait"] == "unavailable"
+    assert order["update_status"] == "actual"
+
+
+async def test_without_redis_settings_polls_never_wait(
+    make_orders_state: MakeOrdersState, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    client = await make_orders_state(redis=RedisSettings())
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
+    assert headers["X-Mlutp-Wait"] == "unavailable"
+
+
+@pytest.mark.parametrize("wait_ms", [-1, MAX_WAIT_MS + 1, "5", 1.5])
+async def test_a_wait_out_of_range_is_a_400(waiting_state: TestClient, unique: str, wait_ms):
+    resp = await waiting_state.post(
+        STATE, json={"wait_ms": wait_ms}, headers={"X-Yandex-UID": unique}
+    )
+    assert resp.status == 400
+    assert (await resp.json())["code"] == "invalid_request"
+
+
+async def test_launch_never_waits(launch: TestClient, emulator: TestClient, unique: str):
+    await create_order_id(emulator, unique, status="driving")
+    started = time.monotonic()
+    resp = await launch.post(
+        "/4.0/launch",
+        json={"supported_services": ["taxi"], "wait_ms": 20_000},
+        headers={"X-Yandex-UID": unique},
+    )
+    assert resp.status == 200 and "X-Mlutp-Wait" not in resp.headers
+    assert time.monotonic() - started < 10
+
+
+async def test_redis_killed_mid_wait_answers_at_once(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    redis = RedisSettings(url=own_redis.url, command_deadline_s=1.0)
+    tags_server = await aiohttp_server(
+        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=redis))
+    )
+    emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
+    emulator = await aiohttp_client(emulator_server)
+    settings = OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=redis)
+    client = await aiohttp_client(create_app(settings))
+    own_sync = redis_lib.Redis.from_url(own_redis.url, decode_responses=True)
+    orderid, tags = await caught_up(emulator, own_sync, unique)
+    own_sync.close()
+    started = time.monotonic()
+    waiting = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
+    await client.app[WAITING].until_held(1)
+    own_redis.stop()
+    order, headers = await waiting
+    assert headers["X-Mlutp-Wait"] == "unavailable"
+    assert order["orderid"] == orderid
+    assert time.monotonic() - started < 10
