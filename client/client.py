@@ -7,7 +7,10 @@ Read it as documentation of the client half of the contract:
    shown, each with its per-part tags; then fetch the parts in `need_request`, by priority,
    a few requests in parallel; then show the result.
 3. `run()`: cycle at the interval the server gives in `X-Yataxi-Polling-Interval-Ms`
-   (never cached; 2 s when absent).
+   (never cached; 2 s when absent). With `wait_ms` set, each poll is a waiting poll: the
+   server holds it until something changes, and the next poll goes out right after the
+   answer (and the parts it asked for), unless the server says it could not wait
+   (`X-Mlutp-Wait: unavailable | shed`) or a part failed: then the interval applies.
 
 Rules the client keeps:
 - A part's response replaces that part's fields: a field of the part absent from it is deleted.
@@ -37,6 +40,9 @@ from typing import Any
 import aiohttp
 
 INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
+WAIT_HEADER = "X-Mlutp-Wait"
+# the server waited or had news: the next waiting poll may go out at once
+POLL_AGAIN_AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
 SUPPORTED_PART_TYPES = frozenset({"totw", "eats_full", "grocery_full", "taxiroute"})
 # keys of a state order that are not the source's brief fields
 STATE_KEYS = frozenset({"orderid", "service", "status", "tags", "need_request", "update_status"})
@@ -119,6 +125,8 @@ class ClientOptions:
     route_every_s: float = 2.0
     poll_route: bool = True
     request_timeout_s: float = 5.0
+    # > 0: waiting polls (SPEC: Waiting poll); 0: plain polling at the interval
+    wait_ms: int = 0
 
 
 VersionSeen = Callable[[str, str, int, float], None]
@@ -151,6 +159,9 @@ class MlutpClient:
         self.rules: dict[str, list[Rule]] = {}
         self.orders: list[Order] = []  # as shown, in order
         self.interval_s = self.options.fallback_interval_s
+        # the last waiting poll may be followed by the next one at once
+        self.poll_again_at_once = False
+        self._parts_failed = False
         self._visible: dict[tuple[str, str], OrderView] = {}
 
     # --- the protocol ----------------------------------------------------------------------
@@ -175,13 +186,23 @@ class MlutpClient:
         if not self.rules:
             await self.launch()
             return
+        body: dict[str, Any] = {
+            "known_orders": self._known(),
+            "supported_services": self.supported_services,
+        }
+        if self.options.wait_ms:
+            body["wait_ms"] = self.options.wait_ms
+        self._parts_failed = False
         answer = await self._post(
             f"{self.orders_state_url}/mlutp/v1/orders/state",
-            {"known_orders": self._known(), "supported_services": self.supported_services},
+            body,
             poll=True,
+            extra_timeout_s=self.options.wait_ms * 1.1 / 1000,
         )
         if answer is not None:
             await self._apply_state(answer["orders"])
+            # a part that failed keeps being needed: back to the interval, not a tight loop
+            self.poll_again_at_once = self.poll_again_at_once and not self._parts_failed
         elif self.orders:
             # no answer at all: keep everything, show loaders
             for order in self.orders:
@@ -189,14 +210,41 @@ class MlutpClient:
             self._publish(self.orders, set())
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Cycle at the server's interval until `stop` is set."""
+        """Cycle at the server's interval (or, waiting, right after each answer) until `stop`
+        is set. A waiting poll in flight is abandoned when `stop` is set."""
         await self.launch()
+        routes = asyncio.create_task(self._route_loop(stop)) if self.options.wait_ms else None
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                if not self.poll_again_at_once:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(stopped), timeout=self.interval_s)
+                if stop.is_set():
+                    return
+                cycle = asyncio.ensure_future(self.cycle())
+                await asyncio.wait([cycle, stopped], return_when=asyncio.FIRST_COMPLETED)
+                if not cycle.done():
+                    cycle.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await cycle
+                    return
+                cycle.result()
+                if routes is None:
+                    await self._poll_routes()
+        finally:
+            stopped.cancel()
+            if routes is not None:
+                routes.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await routes
+
+    async def _route_loop(self, stop: asyncio.Event) -> None:
+        """With waiting polls the poll loop may be held for long: the route keeps its own
+        rhythm beside it."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
-            if stop.is_set():
-                return
-            await self.cycle()
+                await asyncio.wait_for(stop.wait(), timeout=self.options.route_every_s)
             await self._poll_routes()
 
     def user_changed(self, service: str, orderid: str, version: int) -> None:
@@ -314,6 +362,7 @@ class MlutpClient:
                 return False
             part.stale = True
             part.failures += 1
+            self._parts_failed = True
             backoff = min(
                 self.options.backoff_cap_s, self.options.backoff_base_s * 2 ** (part.failures - 1)
             )
@@ -402,7 +451,7 @@ class MlutpClient:
                 self._apply_part(order, rule, answer)
 
     async def _post(
-        self, url: str, body: dict[str, Any], *, poll: bool = False
+        self, url: str, body: dict[str, Any], *, poll: bool = False, extra_timeout_s: float = 0
     ) -> dict[str, Any] | None:
         headers = {"X-Yandex-UID": self.user_id, "User-Agent": self.user_agent}
         started = time.monotonic()
@@ -412,7 +461,9 @@ class MlutpClient:
                 url,
                 json=body,
                 headers=headers,
-                timeout=aiohttp.ClientTimeout(total=self.options.request_timeout_s),
+                timeout=aiohttp.ClientTimeout(
+                    total=self.options.request_timeout_s + extra_timeout_s
+                ),
             ) as response:
                 payload = await response.read()
                 self.stats.bytes_received += len(payload)
@@ -423,6 +474,9 @@ class MlutpClient:
                     self.interval_s = (
                         int(interval) / 1000 if interval else self.options.fallback_interval_s
                     )
+                    self.poll_again_at_once = (
+                        response.headers.get(WAIT_HEADER) in POLL_AGAIN_AT_ONCE
+                    )
                 if response.status != 200:
                     self.stats.errors += 1
                     return None
@@ -432,4 +486,5 @@ class MlutpClient:
             self.stats.errors += 1
             if poll:
                 self.interval_s = self.options.fallback_interval_s
+                self.poll_again_at_once = False
             return None

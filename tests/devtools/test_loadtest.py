@@ -30,7 +30,13 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
 
     written = json.loads((tmp_path / "report.json").read_text())
     assert written == json.loads(json.dumps(report))
-    assert set(written["phases"]) == {"legacy", "mlutp", "mlutp_redis_down"}
+    assert set(written["phases"]) == {
+        "legacy",
+        "mlutp",
+        "mlutp_wait",
+        "mlutp_redis_down",
+        "mlutp_wait_redis_down",
+    }
     for phase in written["phases"].values():
         assert phase["clients"] == 4
         assert phase["requests"] > 0
@@ -42,14 +48,21 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         "heavy_calls_per_order_minute",
         "bytes_per_client_minute",
         "freshness_p95",
+        "wait_heavy_calls_per_order_minute",
+        "wait_bytes_per_client_minute",
+        "wait_freshness_p95",
         "redis_down_heavy_calls_per_order_minute",
+        "wait_redis_down_heavy_calls_per_order_minute",
     }
+    # the waiting clients poll far less often than the plain ones
+    phases = written["phases"]
+    assert phases["mlutp_wait"]["polls_per_client_minute"] > 0
     # every legacy client polled its order at least once in 6 s: the ratios are numbers
     assert written["phases"]["legacy"]["heavy_calls"] > 0
     assert all(
         isinstance(v, float)
         for k, v in written["ratios_new_over_legacy"].items()
-        if k != "freshness_p95"
+        if "freshness" not in k
     )
     for name in written["plots"]:
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)

@@ -7,12 +7,13 @@ import asyncio
 import os
 import signal
 import sys
+import time
 
 import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
 from devtools.stack import wait_for_ping
-from shared.embedded_redis import free_port
+from shared.embedded_redis import EmbeddedRedis, free_port
 from tests.conftest import TEST_TOKEN
 from tests.emulator_api import create_order_id
 
@@ -57,6 +58,67 @@ async def test_sigterm_finishes_the_request_in_flight(
             assert response.status == 200
             [part] = (await response.json())["orders"]
             assert part["status"] == "driving" and part["tag"]
+        async with asyncio.timeout(20):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def waiting_polls(session: aiohttp.ClientSession, url: str) -> float:
+    async with session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    line = next(line for line in text.splitlines() if line.startswith("mlutp_polls_waiting "))
+    return float(line.split()[1])
+
+
+async def test_sigterm_answers_every_waiting_poll_at_once(
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+    emulator: TestClient,
+    redis_server: EmbeddedRedis,
+    unique: str,
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "MLUTP_SERVICE_TOKEN": TEST_TOKEN,
+        "ORDERS_STATE_PORT": str(port),
+        "ORDER_TAGS_URL": str(order_tags_server.make_url("")),
+        "EMULATOR_URL": str(emulator_server.make_url("")),
+        "REDIS_URL": redis_server.url,
+        "LOG_LEVEL": "WARNING",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.orders_state", env=env
+    )
+    try:
+        await wait_for_ping(url, process, 30)
+        async with aiohttp.ClientSession() as session:
+            # no orders: nothing can wake these polls but the end of their wait or SIGTERM
+            polls = [
+                asyncio.create_task(
+                    session.post(
+                        f"{url}/mlutp/v1/orders/state",
+                        json={"supported_services": ["taxi"], "wait_ms": 25_000},
+                        headers={"X-Yandex-UID": f"{unique}-{i}"},
+                    )
+                )
+                for i in range(3)
+            ]
+            async with asyncio.timeout(10):
+                # another process: its gauge is the only signal there is, so read it
+                while await waiting_polls(session, url) < 3:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            for response in await asyncio.gather(*polls):
+                assert response.status == 200
+                assert response.headers["X-Mlutp-Wait"] == "shutdown"
+                assert (await response.json())["orders"] == []
+            assert time.monotonic() - started < 10  # not the 25 s wait
         async with asyncio.timeout(20):
             assert await process.wait() == 0
     finally:

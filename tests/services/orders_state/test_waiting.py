@@ -69,6 +69,16 @@ async def state(
     return order, dict(resp.headers)
 
 
+async def held(client: TestClient, waiting: asyncio.Task[Any], count: int = 1) -> None:
+    """Until the server holds `count` polls; fails if the poll was answered instead."""
+    async with asyncio.timeout(10):
+        await asyncio.wait(
+            [asyncio.ensure_future(client.app[WAITING].until_held(count)), waiting],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    assert not waiting.done(), f"answered instead of held: {waiting.result()}"
+
+
 async def caught_up(
     emulator: TestClient, redis_sync: redis.Redis, user: str
 ) -> tuple[str, dict[str, str]]:
@@ -83,7 +93,7 @@ async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     started = time.monotonic()
     waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=20_000))
-    await waiting_state.app[WAITING].until_held(1)
+    await held(waiting_state, waiting)
     assert not waiting.done()
     await change(emulator, "taxi", orderid, {"comment": "by the gate"})
     order, headers = await waiting
@@ -147,7 +157,7 @@ async def test_a_lost_wake_up_costs_one_wait_never_the_change(
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=600))
-    await waiting_state.app[WAITING].until_held(1)
+    await held(waiting_state, waiting)
     # a write that publishes nothing: the wake-up is lost
     redis_sync.hset(tags_key("taxi", orderid), "chat", "changed-silently")
     order, headers = await waiting
@@ -161,7 +171,7 @@ async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     started = time.monotonic()
     waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=20_000))
-    await waiting_state.app[WAITING].until_held(1)
+    await held(waiting_state, waiting)
     redis_sync.client_kill_filter(_type="pubsub")
     order, headers = await waiting
     assert headers["X-Mlutp-Wait"] in ("unavailable", "timeout")
@@ -205,7 +215,7 @@ async def test_past_the_cap_a_poll_answers_at_once_with_a_longer_interval(
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     _, plain = await state(client, unique, orderid, tags)
     first = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
-    await client.app[WAITING].until_held(1)
+    await held(client, first)
     _, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
     assert headers["X-Mlutp-Wait"] == "shed"
     interval = int(headers["X-Yataxi-Polling-Interval-Ms"])
@@ -278,7 +288,7 @@ async def test_redis_killed_mid_wait_answers_at_once(
     own_sync.close()
     started = time.monotonic()
     waiting = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
-    await client.app[WAITING].until_held(1)
+    await held(client, waiting)
     own_redis.stop()
     order, headers = await waiting
     assert headers["X-Mlutp-Wait"] == "unavailable"

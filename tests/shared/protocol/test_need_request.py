@@ -112,3 +112,38 @@ def test_parts_polled_by_route_rules_are_never_in_need_request():
         [route], V, {}, None, force=False, cache_available=True, now_ms=NOW, timings=T
     )
     assert decision.need_request == []
+
+
+def test_a_change_the_min_ttl_holds_back_is_due_when_the_ttl_has_passed():
+    rules = [rule("fast_info"), rule("chat", priority=3)]
+    fresh = encode_tag(V, "v1", NOW - 500)
+    older = encode_tag(V, "c1", NOW - 1_500)
+    decision = decide_parts(
+        rules,
+        V,
+        {"fast_info": fresh, "chat": older},
+        {"fast_info": "v2", "chat": "c2"},
+        force=False,
+        cache_available=True,
+        now_ms=NOW,
+        timings=T,
+    )
+    assert decision.need_request == []
+    # the earlier of the two: chat's tag, issued 1.5 s ago, is 2 s old in 0.5 s
+    assert decision.held_until_ms == NOW + 500
+
+
+def test_nothing_is_held_back_when_content_matches_forced_or_the_cache_is_down():
+    matching = {"fast_info": encode_tag(V, "v1", NOW - 500)}
+    for stored, force, cache in [("v1", False, True), ("v2", True, True), ("v2", False, False)]:
+        decision = decide_parts(
+            [rule("fast_info")],
+            V,
+            matching,
+            {"fast_info": stored},
+            force=force,
+            cache_available=cache,
+            now_ms=NOW,
+            timings=T,
+        )
+        assert decision.held_until_ms is None, (stored, force, cache)

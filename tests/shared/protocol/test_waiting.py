@@ -1,0 +1,69 @@
+"""SPEC: Waiting poll: what is news, how long a poll may wait, the interval when shed."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.protocol.waiting import (
+    MAX_WAIT_MS,
+    AnsweredOrder,
+    has_news,
+    shed_interval_ms,
+    wait_budget_ms,
+)
+from shared.wire import OrderKey
+
+O1 = OrderKey("taxi", "o1")
+O2 = OrderKey("eats", "e7")
+
+
+def actual(key: OrderKey, status: str = "driving", need: tuple[str, ...] = ()) -> AnsweredOrder:
+    return AnsweredOrder(key, status, stale=False, need_request=list(need))
+
+
+def test_an_answer_the_client_already_has_is_no_news():
+    assert not has_news({O1: "driving", O2: "cooking"}, [actual(O1), actual(O2, "cooking")])
+
+
+def test_no_orders_known_and_none_answered_is_no_news():
+    assert not has_news({}, [])
+
+
+def test_a_part_in_need_request_is_news():
+    assert has_news({O1: "driving"}, [actual(O1, need=("fast_info",))])
+
+
+def test_a_status_that_differs_from_the_clients_is_news():
+    assert has_news({O1: "searching"}, [actual(O1, "driving")])
+
+
+def test_an_order_the_client_did_not_list_is_news():
+    assert has_news({O1: "driving"}, [actual(O1), actual(O2)])
+
+
+def test_a_known_order_left_out_as_finished_is_news():
+    assert has_news({O1: "driving", O2: "cooking"}, [actual(O1)])
+
+
+def test_any_stale_order_is_news():
+    stale = AnsweredOrder(O1, "driving", stale=True, need_request=[])
+    assert has_news({O1: "driving"}, [stale])
+
+
+@given(st.integers(min_value=1, max_value=MAX_WAIT_MS), st.integers())
+def test_a_wait_lasts_wait_ms_plus_at_most_a_sixteenth(wait_ms: int, seed: int):
+    budget = wait_budget_ms(wait_ms, random.Random(seed))
+    assert wait_ms <= budget <= wait_ms + wait_ms / 16
+
+
+def test_waits_begun_together_end_apart():
+    rng = random.Random(7)
+    assert len({wait_budget_ms(20_000, rng) for _ in range(20)}) > 1
+
+
+def test_a_shed_poll_is_told_to_come_back_later_within_the_clamp():
+    assert shed_interval_ms(3000, factor=2.0, max_ms=60_000) == 6000
+    assert shed_interval_ms(40_000, factor=2.0, max_ms=60_000) == 60_000
