@@ -83,7 +83,7 @@ async def main(seconds: float, rounds: int) -> None:
         ratio = best["publish on"] / best["publish off"]
         print(f"messages received by the subscriber: {received:,}")
         print(f"ratio publish on / off (best rounds): {ratio:.3f}")
-        await pubsub.aclose()
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
         await listener.aclose()
         await client.aclose()
     finally:
