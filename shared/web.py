@@ -158,8 +158,12 @@ def run_service(
     service: str,
     settings_class: Callable[[], S],
     create_app: Callable[[S], web.Application],
+    *,
+    handler_cancellation: bool = False,
 ) -> None:
-    """Run one service until SIGINT/SIGTERM; in-flight requests get `shutdown_timeout_s`."""
+    """Run one service until SIGINT/SIGTERM; in-flight requests get `shutdown_timeout_s`.
+    `handler_cancellation`: a client that hangs up cancels its handler. Off by default: a
+    handler that writes data, then tags, must not be stopped between the two."""
     settings = load_settings(service, settings_class)
     try:
         app = create_app(settings)
@@ -175,8 +179,7 @@ def run_service(
         port=settings.port,
         shutdown_timeout=settings.shutdown_timeout_s,
         access_log=None,
-        # a client that hangs up stops its handler: a waiting poll it left frees its slot
-        handler_cancellation=True,
+        handler_cancellation=handler_cancellation,
         print=lambda msg: log.info(
             "listening", extra={"url": f"http://{settings.host}:{settings.port}"}
         ),
