@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import redis
-import redis as redis_lib
 from aiohttp.test_utils import TestClient, TestServer
 
 from emulator.app import create_app as create_emulator
@@ -275,15 +274,15 @@ async def test_redis_killed_mid_wait_answers_at_once(
     own_redis: EmbeddedRedis,
     unique: str,
 ):
-    redis = RedisSettings(url=own_redis.url, command_deadline_s=1.0)
+    own_settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0)
     tags_server = await aiohttp_server(
-        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=redis))
+        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=own_settings))
     )
     emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
     emulator = await aiohttp_client(emulator_server)
-    settings = OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=redis)
+    settings = OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=own_settings)
     client = await aiohttp_client(create_app(settings))
-    own_sync = redis_lib.Redis.from_url(own_redis.url, decode_responses=True)
+    own_sync = redis.Redis.from_url(own_redis.url, decode_responses=True)
     orderid, tags = await caught_up(emulator, own_sync, unique)
     own_sync.close()
     started = time.monotonic()
