@@ -53,13 +53,6 @@ class PollResult:
             for order in self.orders
         ]
 
-    def actual_keys(self) -> list[OrderKey]:
-        return [
-            OrderKey(order["service"], order["orderid"])
-            for order in self.orders
-            if order["update_status"] == "actual"
-        ]
-
 
 @dataclass(frozen=True)
 class EngineConfig:

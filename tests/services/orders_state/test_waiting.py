@@ -268,6 +268,24 @@ async def test_launch_never_waits(launch: TestClient, emulator: TestClient, uniq
     assert time.monotonic() - started < 10
 
 
+async def stack_on(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    settings: RedisSettings,
+) -> tuple[TestClient, TestClient]:
+    """order_tags, the emulator and orders_state on this Redis (or cluster): the emulator's
+    client and orders_state's."""
+    tags_server = await aiohttp_server(
+        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=settings))
+    )
+    emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
+    state_settings = OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=settings)
+    return (
+        await aiohttp_client(emulator_server),
+        await aiohttp_client(create_app(state_settings)),
+    )
+
+
 async def test_redis_killed_mid_wait_answers_at_once(
     aiohttp_client: Callable[..., Awaitable[TestClient]],
     aiohttp_server: Callable[..., Awaitable[TestServer]],
@@ -275,13 +293,7 @@ async def test_redis_killed_mid_wait_answers_at_once(
     unique: str,
 ):
     own_settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0)
-    tags_server = await aiohttp_server(
-        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=own_settings))
-    )
-    emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
-    emulator = await aiohttp_client(emulator_server)
-    settings = OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=own_settings)
-    client = await aiohttp_client(create_app(settings))
+    emulator, client = await stack_on(aiohttp_client, aiohttp_server, own_settings)
     own_sync = redis.Redis.from_url(own_redis.url, decode_responses=True)
     orderid, tags = await caught_up(emulator, own_sync, unique)
     own_sync.close()

@@ -11,19 +11,12 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
-from emulator.app import create_app as create_emulator
-from services.order_tags.app import create_app as create_order_tags
-from services.order_tags.config import OrderTagsSettings
-from services.orders_state.app import create_app
-from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedisCluster
 from shared.redis import tags_key
-from tests.conftest import TEST_TOKEN, emulator_settings
 from tests.emulator_api import change, create_order_id
-from tests.services.conftest import bff_kwargs
 from tests.services.orders_state.test_poll import all_tags
-from tests.services.orders_state.test_waiting import held, state
+from tests.services.orders_state.test_waiting import held, stack_on, state
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +36,7 @@ async def test_a_change_on_each_shard_wakes_its_waiting_poll(
     unique: str,
 ):
     settings = RedisSettings(cluster_nodes=cluster.startup_nodes, command_deadline_s=2.0)
-    tags_server = await aiohttp_server(
-        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=settings))
-    )
-    emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
-    emulator = await aiohttp_client(emulator_server)
-    client = await aiohttp_client(
-        create_app(OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=settings))
-    )
+    emulator, client = await stack_on(aiohttp_client, aiohttp_server, settings)
     sync = redis.RedisCluster.from_url(
         f"redis://{cluster.startup_nodes.split(',')[0]}", decode_responses=True
     )
