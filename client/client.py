@@ -163,6 +163,8 @@ class MlutpClient:
         self.poll_again_at_once = False
         self._parts_failed = False
         self._visible: dict[tuple[str, str], OrderView] = {}
+        # set by order_created: the next poll goes out now, a poll in flight is given up
+        self._poll_now = asyncio.Event()
 
     # --- the protocol ----------------------------------------------------------------------
 
@@ -186,19 +188,8 @@ class MlutpClient:
         if not self.rules:
             await self.launch()
             return
-        body: dict[str, Any] = {
-            "known_orders": self._known(),
-            "supported_services": self.supported_services,
-        }
-        if self.options.wait_ms:
-            body["wait_ms"] = self.options.wait_ms
         self._parts_failed = False
-        answer = await self._post(
-            f"{self.orders_state_url}/mlutp/v1/orders/state",
-            body,
-            poll=True,
-            extra_timeout_s=self.options.wait_ms * 1.1 / 1000,
-        )
+        answer = await self._poll_state()
         if answer is not None:
             await self._apply_state(answer["orders"])
             # a part that failed keeps being needed: back to the interval, not a tight loop
@@ -217,9 +208,14 @@ class MlutpClient:
         stopped = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                if not self.poll_again_at_once:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(stopped), timeout=self.interval_s)
+                if not self.poll_again_at_once and not self._poll_now.is_set():
+                    poll_now = asyncio.ensure_future(self._poll_now.wait())
+                    await asyncio.wait(
+                        [stopped, poll_now],
+                        timeout=self.interval_s,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    poll_now.cancel()
                 if stop.is_set():
                     return
                 cycle = asyncio.ensure_future(self.cycle())
@@ -246,6 +242,49 @@ class MlutpClient:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.options.route_every_s)
             await self._poll_routes()
+
+    async def _poll_state(self) -> dict[str, Any] | None:
+        """orders/state with the orders known now. An order the user creates meanwhile is
+        polled for at once: the request in flight (a held waiting poll, most likely) is given
+        up for one that names it."""
+        while True:
+            self._poll_now.clear()
+            body: dict[str, Any] = {
+                "known_orders": self._known(),
+                "supported_services": self.supported_services,
+            }
+            if self.options.wait_ms:
+                body["wait_ms"] = self.options.wait_ms
+            request = asyncio.ensure_future(
+                self._post(
+                    f"{self.orders_state_url}/mlutp/v1/orders/state",
+                    body,
+                    poll=True,
+                    extra_timeout_s=self.options.wait_ms * 1.1 / 1000,
+                )
+            )
+            poll_now = asyncio.ensure_future(self._poll_now.wait())
+            try:
+                await asyncio.wait([request, poll_now], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                poll_now.cancel()
+                if not request.done():
+                    request.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await request
+            if not self._poll_now.is_set():
+                return request.result()
+            # an answer to a request without the new order would drop it as finished
+
+    def order_created(self, service: str, orderid: str, status: str) -> None:
+        """The user made an order in this app, which got its id back: it is shown (loading)
+        and polled for at once, not found at the next launch or whenever a poll returns."""
+        if any((o.service, o.orderid) == (service, orderid) for o in self.orders):
+            return
+        order = Order(orderid, service, status)
+        self.orders.append(order)
+        self._publish([order], set())
+        self._poll_now.set()
 
     def user_changed(self, service: str, orderid: str, version: int) -> None:
         """The user changed the order and the feature returned `version`: lock the order and

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +38,9 @@ class LegacyClient:
         self.stats = ClientStats()
         self.orders: list[tuple[str, str]] = []
         self._seen: dict[tuple[str, str], int] = {}
+        # orders the user just created, fetched before the next period
+        self._created: list[tuple[str, str]] = []
+        self._created_event = asyncio.Event()
 
     async def _post(self, url: str, body: dict[str, Any], *, poll: bool) -> tuple[int, Any]:
         started = time.monotonic()
@@ -71,31 +73,59 @@ class LegacyClient:
             orders = answer["mlutp_orders_state"]["orders"]
             self.orders = [(o["service"], o["orderid"]) for o in orders]
 
+    async def _fetch(self, service: str, orderid: str) -> bool:
+        """One order's whole document; True when the order has finished (it is dropped)."""
+        status, document = await self._post(
+            self.document_urls[service], {"orderid": orderid}, poll=True
+        )
+        if status == 404 or (document and document.get("status") in FINAL_STATUSES):
+            if (service, orderid) in self.orders:
+                self.orders.remove((service, orderid))
+            return True
+        if document is not None:
+            version = document.get("version")
+            key = (service, orderid)
+            if isinstance(version, int) and version > self._seen.get(key, 0):
+                self._seen[key] = version
+                if self.on_version_seen is not None:
+                    self.on_version_seen(service, orderid, version, time.time())
+        return False
+
     async def tick(self) -> None:
         if not self.orders:
             await self.launch()
         finished = False
         for service, orderid in list(self.orders):
-            status, document = await self._post(
-                self.document_urls[service], {"orderid": orderid}, poll=True
-            )
-            if status == 404 or (document and document.get("status") in FINAL_STATUSES):
-                self.orders.remove((service, orderid))
-                finished = True
-                continue
-            if document is not None:
-                version = document.get("version")
-                key = (service, orderid)
-                if isinstance(version, int) and version > self._seen.get(key, 0):
-                    self._seen[key] = version
-                    if self.on_version_seen is not None:
-                        self.on_version_seen(service, orderid, version, time.time())
+            finished |= await self._fetch(service, orderid)
         if finished:
             await self.launch()  # the app learns of the user's next order at launch
 
+    def order_created(self, service: str, orderid: str, status: str) -> None:
+        """The user made an order in this app: its document is fetched at once, then with
+        the others every period."""
+        if (service, orderid) not in self.orders:
+            self.orders.append((service, orderid))
+            self._created.append((service, orderid))
+            self._created_event.set()
+
     async def run(self, stop: asyncio.Event) -> None:
         await self.launch()
-        while not stop.is_set():
-            await self.tick()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.period_s)
+        loop = asyncio.get_running_loop()
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                await self.tick()
+                next_tick = loop.time() + self.period_s
+                while not stop.is_set() and loop.time() < next_tick:
+                    created = asyncio.ensure_future(self._created_event.wait())
+                    await asyncio.wait(
+                        [stopped, created],
+                        timeout=next_tick - loop.time(),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    created.cancel()
+                    self._created_event.clear()
+                    while self._created and not stop.is_set():
+                        await self._fetch(*self._created.pop(0))
+        finally:
+            stopped.cancel()

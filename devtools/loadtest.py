@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -40,13 +41,17 @@ FAULTS = ("redis", "source:eats")
 # changes this close to a phase's end may not be seen before it: left out of freshness
 FRESHNESS_CUTOFF_S = 12.0
 # the waiting clients' wait (mode mlutp_wait)
-WAIT_MS = 20_000
+WAIT_MS = 25_000
+# how often the emulator's change record is read for orders just created
+CREATED_FEED_EVERY_S = 0.05
 
 
 class SimulatedClient(Protocol):
     stats: ClientStats
 
     async def run(self, stop: asyncio.Event) -> None: ...
+
+    def order_created(self, service: str, orderid: str, status: str) -> None: ...
 
 
 @dataclass
@@ -116,6 +121,31 @@ async def emulator_get(session: aiohttp.ClientSession, url: str) -> dict[str, An
         return result
 
 
+async def feed_created_orders(
+    session: aiohttp.ClientSession,
+    emulator: str,
+    clients: dict[str, SimulatedClient],
+    stop: asyncio.Event,
+) -> None:
+    """A user who creates an order has its id in the app at once: tell the user's simulated
+    client of each order the emulator's driver creates, as it is created."""
+    changes = await emulator_get(session, f"{emulator}/emulator/v1/changes?since=0")
+    seq = changes["changes"][-1]["seq"] if changes["changes"] else 0
+    while not stop.is_set():
+        # the change record is another process's: read it again, there is no event to await
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), CREATED_FEED_EVERY_S)
+        try:
+            changes = await emulator_get(session, f"{emulator}/emulator/v1/changes?since={seq}")
+        except (aiohttp.ClientError, TimeoutError):
+            continue  # the emulator is busy: the next read catches up
+        for change in changes["changes"]:
+            seq = change["seq"]
+            client = clients.get(change["user_id"])
+            if change["created"] and client is not None:
+                client.order_created(change["service"], change["orderid"], change["status"])
+
+
 async def set_fault(session: aiohttp.ClientSession, emulator: str, target: str, mode: str) -> None:
     async with session.post(
         f"{emulator}/emulator/v1/faults", json={"target": target, "mode": mode}
@@ -125,41 +155,38 @@ async def set_fault(session: aiohttp.ClientSession, emulator: str, target: str, 
 
 def make_clients(
     mode: str, stack: Stack, session: aiohttp.ClientSession, config: LoadtestConfig, log: VersionLog
-) -> list[SimulatedClient]:
+) -> dict[str, SimulatedClient]:
+    """One simulated client per user, by user id."""
     rng = random.Random(config.seed)
     launch_url = f"{stack.url('launch')}/4.0/launch"
     emulator = stack.url("emulator")
-    clients: list[SimulatedClient] = []
+    clients: dict[str, SimulatedClient] = {}
     for index in range(config.clients):
         user = f"demo-user-{index + 1}"
         if mode == "legacy":
             ios = rng.random() < config.ios_share
-            clients.append(
-                LegacyClient(
-                    session,
-                    launch_url=launch_url,
-                    user_id=user,
-                    period_s=5.0 if ios else 10.0,
-                    document_urls={
-                        "taxi": f"{stack.url('orders_state')}/3.0/taxiontheway",
-                        "eats": f"{emulator}/eats/v1/orders/details",
-                        "grocery": f"{emulator}/grocery/v1/orders/details",
-                    },
-                    on_version_seen=log.record,
-                )
+            clients[user] = LegacyClient(
+                session,
+                launch_url=launch_url,
+                user_id=user,
+                period_s=5.0 if ios else 10.0,
+                document_urls={
+                    "taxi": f"{stack.url('orders_state')}/3.0/taxiontheway",
+                    "eats": f"{emulator}/eats/v1/orders/details",
+                    "grocery": f"{emulator}/grocery/v1/orders/details",
+                },
+                on_version_seen=log.record,
             )
         else:
             wait_ms = WAIT_MS if mode == "mlutp_wait" else 0
-            clients.append(
-                MlutpClient(
-                    session,
-                    launch_url=launch_url,
-                    orders_state_url=stack.url("orders_state"),
-                    user_id=user,
-                    options=ClientOptions(poll_route=False, wait_ms=wait_ms),
-                    on_version_seen=log.record,
-                    rng=random.Random(config.seed + index),
-                )
+            clients[user] = MlutpClient(
+                session,
+                launch_url=launch_url,
+                orders_state_url=stack.url("orders_state"),
+                user_id=user,
+                options=ClientOptions(poll_route=False, wait_ms=wait_ms),
+                on_version_seen=log.record,
+                rng=random.Random(config.seed + index),
             )
     return clients
 
@@ -175,7 +202,8 @@ async def run_phase(
 ) -> PhaseResult:
     emulator = stack.url("emulator")
     log = VersionLog()
-    clients = make_clients(mode, stack, session, config, log)
+    by_user = make_clients(mode, stack, session, config, log)
+    clients = list(by_user.values())
     stop = asyncio.Event()
 
     async def start(client: SimulatedClient, delay: float) -> None:
@@ -187,6 +215,7 @@ async def run_phase(
         asyncio.create_task(start(c, spread * i / max(1, len(clients))))
         for i, c in enumerate(clients)
     ]
+    tasks.append(asyncio.create_task(feed_created_orders(session, emulator, by_user, stop)))
     try:
         for _ in range(int(config.warmup_s)):
             await asyncio.sleep(1)

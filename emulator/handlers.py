@@ -180,6 +180,9 @@ async def get_changes(request: web.Request) -> web.Response:
             "version": c.version,
             "fields": sorted(c.fields),
             "at": c.at,
+            "user_id": c.user_id,
+            "status": c.status,
+            "created": c.created,
         }
         for c in request.app[WORLD].changes
         if c.seq > since

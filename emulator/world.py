@@ -36,6 +36,11 @@ class DataChange:
     version: int
     fields: frozenset[str]
     at: float
+    user_id: str
+    # the order's status after the change
+    status: str
+    # the order's first change: it was just created (its app knows it at once)
+    created: bool = False
 
 
 @dataclass
@@ -71,6 +76,8 @@ def _without_none(values: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class World:
     orders: dict[tuple[str, str], Order] = field(default_factory=dict)
+    # each user's orders: a source's answer must not scan every order of every user
+    by_user: dict[str, list[Order]] = field(default_factory=dict)
     changes: deque[DataChange] = field(default_factory=lambda: deque(maxlen=200_000))
     _seq: int = 0
 
@@ -88,11 +95,12 @@ class World:
             doc = documents.new_place_document(service, orderid, now)
         order = Order(service, orderid, user_id, now, lifecycle[0], _without_none(doc))
         self.orders[(service, orderid)] = order
+        self.by_user.setdefault(user_id, []).append(order)
         while status is not None and order.status != status:
             self._apply(order, self._status_fields(order, self._next_status(order)))
         # a new order's every part is new, present fields or absent ones alike
         every_field = documents.TOTW_FIELDS if service == "taxi" else documents.PLACE_FIELDS
-        return order, self._record(order, every_field)
+        return order, self._record(order, every_field, created=True)
 
     def get(self, service: str, orderid: str, user_id: str | None = None) -> Order:
         order = self.orders.get((service, orderid))
@@ -104,8 +112,8 @@ class World:
     def active(self, user_id: str, service: str) -> list[Order]:
         return [
             order
-            for order in self.orders.values()
-            if order.user_id == user_id and order.service == service and not order.finished
+            for order in self.by_user.get(user_id, ())
+            if order.service == service and not order.finished
         ]
 
     def all_active(self) -> list[Order]:
@@ -162,10 +170,20 @@ class World:
     def _change(self, order: Order, fields: dict[str, Any]) -> DataChange:
         return self._record(order, self._apply(order, fields))
 
-    def _record(self, order: Order, changed: frozenset[str]) -> DataChange:
+    def _record(
+        self, order: Order, changed: frozenset[str], *, created: bool = False
+    ) -> DataChange:
         self._seq += 1
         change = DataChange(
-            self._seq, order.service, order.orderid, order.version, changed, time.time()
+            self._seq,
+            order.service,
+            order.orderid,
+            order.version,
+            changed,
+            time.time(),
+            order.user_id,
+            order.status,
+            created,
         )
         self.changes.append(change)
         return change

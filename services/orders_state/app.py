@@ -86,7 +86,7 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
             wakeups,
             WaitingConfig(
                 max_waiting=settings.max_waiting,
-                subscribe_deadline_s=redis.command_deadline_s,
+                subscribe_deadline_s=settings.wakeup_subscribe_deadline_s,
                 interval_max_ms=protocol.interval_max_ms,
             ),
             metrics,

@@ -24,3 +24,13 @@ class OrdersStateSettings(BffSettings):
     wakeup_linger_s: float = Field(
         5.0, ge=0, validation_alias=AliasChoices("MLUTP_WAKEUP_LINGER_S", "wakeup_linger_s")
     )
+    # how long a poll may take to subscribe to its orders' channels before it answers at once
+    # (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
+    # burst of polls the confirmations queue behind the process's own event loop
+    wakeup_subscribe_deadline_s: float = Field(
+        0.5,
+        gt=0,
+        validation_alias=AliasChoices(
+            "MLUTP_WAKEUP_SUBSCRIBE_DEADLINE_S", "wakeup_subscribe_deadline_s"
+        ),
+    )

@@ -2,9 +2,11 @@
 
 A poll that asks to wait listens on its orders' channels, then polls as usual. With news it
 answers at once. Otherwise it is held until a wake-up (a tag write on one of its orders),
-the moment the min TTL lets a held-back change through, or the end of its wait; each of
-these reruns the poll (sources and tags), which answers if there is news and otherwise
-waits on for the time left. Tags stay the only truth: a wake-up only says "look again".
+or the moment the min TTL lets a held-back change through: each reruns the poll (sources and
+tags), which answers if there is news and otherwise waits on for the time left. At the end of
+its wait a poll answers with its last look, which had no news; the client polls again at
+once, and that poll's tags see any change whose wake-up was lost. Tags stay the only truth: a
+wake-up only says "look again".
 While waiting a poll holds nothing but its connection: no upstream call, no Redis command.
 """
 
@@ -57,7 +59,7 @@ class WaitedAnswer:
 class WaitingConfig:
     max_waiting: int = 10_000
     # how long subscribing to the orders' channels may take before the poll gives up waiting
-    subscribe_deadline_s: float = 0.1
+    subscribe_deadline_s: float = 0.5
     # past the cap, the interval given grows by this much (load shedding)
     shed_factor: float = 2.0
     interval_max_ms: int = 60_000
@@ -202,17 +204,18 @@ class WaitingPolls:
             finally:
                 await self._set_held(-1)
             woken = waiter.event.is_set()
-            ended = not woken and loop.time() >= ends_at
-            # cleared before looking again: a write during the next poll rings again
-            waiter.event.clear()
             if self.shutting_down:
                 return WaitedAnswer(result, WaitCause.SHUTDOWN)
-            # the wait's end too looks again: the answer is as usual, never a held old one
+            if not woken and loop.time() >= ends_at:
+                # the last look had no news, and the client polls again at once: a lost
+                # wake-up is seen by that poll's tags, so looking again here would only double
+                # every idle client's cost (a source call and a tag read per wait)
+                return WaitedAnswer(result, WaitCause.TIMEOUT)
+            # cleared before looking again: a write during the next poll rings again
+            waiter.event.clear()
             result = await poll()
             if result.degraded or not self._can_wait():
                 return at_once(result)
-            if ended:
-                return WaitedAnswer(result, WaitCause.TIMEOUT)
             if has_news(known_statuses, result.answered()):
                 return WaitedAnswer(result, WaitCause.WAKEUP)
             if loop.time() >= ends_at:

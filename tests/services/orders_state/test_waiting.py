@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
+from client.client import ClientOptions, MlutpClient
 from emulator.app import create_app as create_emulator
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
@@ -161,7 +164,11 @@ async def test_a_lost_wake_up_costs_one_wait_never_the_change(
     redis_sync.hset(tags_key("taxi", orderid), "chat", "changed-silently")
     order, headers = await waiting
     assert headers["X-Mlutp-Wait"] == "timeout"
-    assert order["need_request"] == ["chat"]  # the tags saw it when the wait ended
+    assert order["need_request"] == []  # the wait's answer is its last look
+    # the next poll (the client sends it at once after a timeout) sees it by its tags
+    order, headers = await state(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    assert headers["X-Mlutp-Wait"] == "news"
+    assert order["need_request"] == ["chat"]
 
 
 async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
@@ -266,6 +273,36 @@ async def test_launch_never_waits(launch: TestClient, emulator: TestClient, uniq
     )
     assert resp.status == 200 and "X-Mlutp-Wait" not in resp.headers
     assert time.monotonic() - started < 10
+
+
+async def test_an_order_the_user_creates_is_polled_for_at_once_not_after_the_held_poll(
+    waiting_state: TestClient, launch: TestClient, emulator: TestClient, unique: str
+):
+    await create_order_id(emulator, unique, status="driving")
+    seen: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+    async with aiohttp.ClientSession() as session:
+        client = MlutpClient(
+            session,
+            launch_url=str(launch.make_url("/4.0/launch")),
+            orders_state_url=str(waiting_state.make_url("")),
+            user_id=unique,
+            options=ClientOptions(poll_route=False, wait_ms=20_000),
+            on_version_seen=lambda service, orderid, version, at: seen[orderid].set(),
+        )
+        stop = asyncio.Event()
+        running = asyncio.create_task(client.run(stop))
+        try:
+            # launched, parts fetched: the client's poll has no news and is held
+            await held(waiting_state, running)
+            # a new order wakes no held poll (nobody listens on its channel); its app knows it
+            created = await create_order_id(emulator, unique)
+            client.order_created("taxi", created, "searching")
+            async with asyncio.timeout(10):  # well before the held poll's 20 s wait ends
+                await seen[created].wait()
+            assert created in [view.orderid for view in client.view()]
+        finally:
+            stop.set()
+            await running
 
 
 async def stack_on(
