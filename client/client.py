@@ -2,7 +2,8 @@
 
 Read it as documentation of the client half of the contract:
 
-1. `launch()`: the short state of all active orders, and the polling policy.
+1. `launch()`: the short state of all active orders, and the polling policy; with extended
+   order info, the required parts of each order inline, so it renders with no part request.
 2. `cycle()`: poll `/mlutp/v1/orders/state` with the known orders, in the order they are
    shown, each with its per-part tags; then fetch the parts in `need_request`, by priority,
    a few requests in parallel; then show the result.
@@ -24,6 +25,8 @@ Rules the client keeps:
 - After a user change, the order is locked and polled with `force: true` until a part shows
   the version the change returned.
 - The route part (`route_distance_depended`) is polled by the client's own rule.
+- An answer naming another policy version than the client holds (`policy_versions`) makes it
+  launch again at once: new rules, and every part fetched anew from their endpoints.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -45,8 +51,22 @@ WAIT_HEADER = "X-Mlutp-Wait"
 POLL_AGAIN_AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
 SUPPORTED_PART_TYPES = frozenset({"totw", "eats_full", "grocery_full", "taxiroute"})
 # keys of a state order that are not the source's brief fields
-STATE_KEYS = frozenset({"orderid", "service", "status", "tags", "need_request", "update_status"})
+STATE_KEYS = frozenset(
+    {
+        "orderid",
+        "service",
+        "status",
+        "tags",
+        "need_request",
+        "update_status",
+        "change_capabilities",
+        "parts",
+    }
+)
 ROUTE_STATUSES = frozenset({"driving", "waiting", "transporting"})
+# the user changes the app knows: feature → the field it writes; versioned or last-write-wins
+FEATURE_FIELDS = {"destination": "destinations", "comment": "comment", "tips": "tips"}
+LAST_WRITE_WINS = frozenset({"tips"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,26 @@ class Part:
 
 
 @dataclass
+class PendingChange:
+    """A user change sent and not yet seen in a part: the order stays locked, shows the new
+    value, and is polled with force."""
+
+    feature: str
+    value: Any
+    deadline: float
+    # versioned: the data version that shows it (or, after a conflict, the one to wait for
+    # before the single retry); last-write-wins: the request's idempotency key
+    version: int | None = None
+    idempotency_key: str | None = None
+    conflict: bool = False
+    retried: bool = False
+
+    @property
+    def field(self) -> str:
+        return FEATURE_FIELDS[self.feature]
+
+
+@dataclass
 class Order:
     orderid: str
     service: str
@@ -89,6 +129,15 @@ class Order:
     # a user change waits to be seen: (version, deadline)
     pending_version: int | None = None
     seen_version: int = 0
+    pending_change: PendingChange | None = None
+
+    @property
+    def locked(self) -> bool:
+        """A user change is on its way: the UI keeps the order locked."""
+        return self.pending_version is not None or self.pending_change is not None
+
+    # kind of change → {"allowed": bool, "reason"?: str}, as the last answer said
+    change_capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,6 +153,8 @@ class OrderView:
     data: dict[str, Any]
     stale_fields: frozenset[str]
     brief: dict[str, Any]
+    # what the user may change now; a stale order allows nothing
+    change_capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,14 +173,43 @@ class ClientOptions:
     fallback_interval_s: float = 2.0
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 30.0
-    route_every_s: float = 2.0
+    # the route's own rule (`route_distance_depended`): poll it this often while the car is
+    # at most this far (m) from where it goes; farther, every `route_far_every_s`
+    route_every_s: tuple[tuple[int, float], ...] = ((500, 2.0), (2_000, 5.0), (10_000, 10.0))
+    route_far_every_s: float = 20.0
     poll_route: bool = True
     request_timeout_s: float = 5.0
     # > 0: waiting polls (SPEC: Waiting poll); 0: plain polling at the interval
     wait_ms: int = 0
+    # a user change not seen this long: last-write-wins is retried once, versioned fails
+    change_deadline_s: float = 15.0
+    # launch with the required parts inline: every order renders from the launch answer
+    extended_order_info: bool = True
 
 
 VersionSeen = Callable[[str, str, int, float], None]
+# how often the route loop of a waiting client looks whether a route is due
+ROUTE_TICK_S = 1.0
+
+
+def json_object(payload: bytes) -> dict[str, Any] | None:
+    """The JSON object of an answer, or None for anything else."""
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def route_interval_s(distance_left_m: object, options: ClientOptions) -> float:
+    """The route's polling interval for a car this far from where it goes: the nearest
+    bracket's; unknown (no route yet) polls as often as the closest."""
+    if not isinstance(distance_left_m, int | float):
+        return options.route_every_s[0][1]
+    for up_to_m, every_s in options.route_every_s:
+        if distance_left_m <= up_to_m:
+            return every_s
+    return options.route_far_every_s
 
 
 class MlutpClient:
@@ -145,8 +225,13 @@ class MlutpClient:
         options: ClientOptions | None = None,
         on_version_seen: VersionSeen | None = None,
         rng: random.Random | None = None,
+        features_url: str | None = None,
     ) -> None:
         self.session = session
+        # the feature services' user change endpoints: {features_url}/{service}/{orderid}/{feature}
+        self.features_url = features_url.rstrip("/") if features_url else None
+        # (service, orderid, feature, "seen" | "failed"), in the order they were decided
+        self.change_results: list[tuple[str, str, str, str]] = []
         self.launch_url = launch_url
         self.orders_state_url = orders_state_url.rstrip("/")
         self.user_id = user_id
@@ -157,23 +242,33 @@ class MlutpClient:
         self.rng = rng or random.Random()
         self.stats = ClientStats()
         self.rules: dict[str, list[Rule]] = {}
+        # the policy version of each service whose rules the client holds (from launch)
+        self.policy_versions: dict[str, str] = {}
         self.orders: list[Order] = []  # as shown, in order
         self.interval_s = self.options.fallback_interval_s
         # the last waiting poll may be followed by the next one at once
         self.poll_again_at_once = False
         self._parts_failed = False
         self._visible: dict[tuple[str, str], OrderView] = {}
+        # the device's position (lon, lat) as the app knows it: sent with route requests
+        self.position: tuple[float, float] | None = None
         # set by order_created: the next poll goes out now, a poll in flight is given up
         self._poll_now = asyncio.Event()
 
     # --- the protocol ----------------------------------------------------------------------
 
     async def launch(self) -> None:
-        body = {"supported_services": self.supported_services, "known_orders": self._known()}
+        body: dict[str, Any] = {
+            "supported_services": self.supported_services,
+            "known_orders": self._known(),
+        }
+        if self.options.extended_order_info:
+            body["supported"] = ["extended_order_info"]
         answer = await self._post(self.launch_url, body, poll=True)
         if answer is None:
             return
         state = answer["mlutp_orders_state"]
+        self.policy_versions = dict(state.get("policy_versions", {}))
         self.rules = {}
         for raw in state["polling_policy"]:
             rule = Rule(**{**raw, "fields": tuple(raw["fields"])})
@@ -190,6 +285,13 @@ class MlutpClient:
             return
         self._parts_failed = False
         answer = await self._poll_state()
+        if answer is not None and self._policy_changed(answer.get("policy_versions", {})):
+            # the server serves another policy now: fetch it at once, and the parts anew from
+            # its endpoints (tags of the old version name parts the new policy may not have)
+            for order in self.orders:
+                order.parts = {}
+            await self.launch()
+            return
         if answer is not None:
             await self._apply_state(answer["orders"])
             # a part that failed keeps being needed: back to the interval, not a tight loop
@@ -199,6 +301,7 @@ class MlutpClient:
             for order in self.orders:
                 order.update_status = "stale"
             self._publish(self.orders, set())
+        await self._follow_changes()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle at the server's interval (or, waiting, right after each answer) until `stop`
@@ -240,7 +343,7 @@ class MlutpClient:
         rhythm beside it."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.options.route_every_s)
+                await asyncio.wait_for(stop.wait(), timeout=ROUTE_TICK_S)
             await self._poll_routes()
 
     async def _poll_state(self) -> dict[str, Any] | None:
@@ -276,6 +379,13 @@ class MlutpClient:
                 return request.result()
             # an answer to a request without the new order would drop it as finished
 
+    def _policy_changed(self, versions: dict[str, str]) -> bool:
+        return any(
+            self.policy_versions.get(service) != version
+            for service, version in versions.items()
+            if service in self.rules
+        )
+
     def order_created(self, service: str, orderid: str, status: str) -> None:
         """The user made an order in this app, which got its id back: it is shown (loading)
         and polled for at once, not found at the next launch or whenever a poll returns."""
@@ -285,6 +395,92 @@ class MlutpClient:
         self.orders.append(order)
         self._publish([order], set())
         self._poll_now.set()
+
+    async def change(self, service: str, orderid: str, feature: str, value: Any) -> bool:
+        """The user changes the order through its feature service: the order shows the new
+        value at once, locked, and is polled with force until a part shows the change.
+        False if the feature refused it (the result is in `change_results`)."""
+        order = self._order(service, orderid)
+        if order is None or self.features_url is None:
+            return False
+        pending = PendingChange(feature, value, time.monotonic() + self.options.change_deadline_s)
+        if feature in LAST_WRITE_WINS:
+            pending.idempotency_key = uuid.uuid4().hex
+        order.pending_change = pending
+        if not await self._send_change(order, pending):
+            return False
+        self._publish([order], set())
+        return True
+
+    async def _send_change(self, order: Order, pending: PendingChange) -> bool:
+        body: dict[str, Any] = {"value": pending.value}
+        if pending.idempotency_key is not None:
+            body["idempotency_key"] = pending.idempotency_key
+            body["requested_at_ms"] = int(time.time() * 1000)
+        else:
+            body["version"] = order.seen_version
+        url = f"{self.features_url}/{order.service}/{order.orderid}/{pending.feature}"
+        status, answer = await self._call(url, body)
+        if status == 200 and answer is not None:
+            pending.version, pending.conflict = answer["version"], False
+            return True
+        conflict = status == 409 and answer is not None and answer.get("code") == "version_conflict"
+        if conflict and answer is not None and not pending.retried:
+            # another device changed it first: catch up to that version, then retry once
+            pending.version, pending.conflict = answer["current_version"], True
+            return True
+        self._change_done(order, "failed")
+        return False
+
+    async def _follow_changes(self) -> None:
+        """After each poll: a change is seen (unlock), its conflict caught up (retry once), or
+        its deadline passed (last-write-wins: retry once; versioned: failed)."""
+        now = time.monotonic()
+        for order in list(self.orders):
+            pending = order.pending_change
+            if pending is None:
+                continue
+            if pending.conflict:
+                if pending.version is not None and order.seen_version >= pending.version:
+                    pending.retried = True
+                    pending.deadline = now + self.options.change_deadline_s
+                    await self._send_change(order, pending)
+                elif now >= pending.deadline:
+                    self._change_done(order, "failed")
+                continue
+            if self._change_seen(order, pending):
+                self._change_done(order, "seen")
+            elif now >= pending.deadline:
+                if pending.idempotency_key is not None and not pending.retried:
+                    # the same key: if the first one did land, this changes nothing twice
+                    pending.retried = True
+                    pending.deadline = now + self.options.change_deadline_s
+                    await self._send_change(order, pending)
+                else:
+                    self._change_done(order, "failed")
+
+    def _change_seen(self, order: Order, pending: PendingChange) -> bool:
+        if pending.idempotency_key is not None:
+            # last-write-wins: the requested value itself is what shows it
+            return any(
+                part.arrived and part.fields.get(pending.field) == pending.value
+                for part in order.parts.values()
+            )
+        return pending.version is not None and order.seen_version >= pending.version
+
+    def _change_done(self, order: Order, outcome: str) -> None:
+        """Seen or failed: the lock is released and force stops."""
+        pending = order.pending_change
+        if pending is not None:
+            self.change_results.append((order.service, order.orderid, pending.feature, outcome))
+        order.pending_change = None
+        self._publish([order], set())
+
+    def _order(self, service: str, orderid: str) -> Order | None:
+        for order in self.orders:
+            if (order.service, order.orderid) == (service, orderid):
+                return order
+        return None
 
     def user_changed(self, service: str, orderid: str, version: int) -> None:
         """The user changed the order and the feature returned `version`: lock the order and
@@ -312,7 +508,7 @@ class MlutpClient:
                 "status": order.status,
                 "tags": {name: p.tag for name, p in order.parts.items() if p.tag},
             }
-            if order.pending_version is not None:
+            if order.pending_version is not None or order.pending_change is not None:
                 entry["force"] = True
             known.append(entry)
         return known
@@ -321,10 +517,13 @@ class MlutpClient:
         by_key = {(o.service, o.orderid): o for o in self.orders}
         orders: list[Order] = []
         needed: dict[tuple[str, str], list[str]] = {}
+        # parts that came inline (launch with extended order info): no request for them
+        inlined: set[tuple[str, str, str]] = set()
         for item in answered:
             key = (item["service"], item["orderid"])
             order = by_key.get(key) or Order(item["orderid"], item["service"], item["status"])
             order.update_status = item["update_status"]
+            order.change_capabilities = item.get("change_capabilities", {})
             if order.update_status == "actual":
                 order.status = item["status"]
                 order.brief = {k: v for k, v in item.items() if k not in STATE_KEYS}
@@ -335,13 +534,19 @@ class MlutpClient:
                 needed[key] = [
                     name for name in item["need_request"] if self._rule(order.service, name)
                 ]
+                for name, fields in item.get("parts", {}).items():
+                    rule = self._rule(order.service, name)
+                    if rule is not None:
+                        order.parts.setdefault(name, Part())
+                        if self._apply_part(order, rule, {**fields, "orderid": order.orderid}):
+                            inlined.add((order.service, order.orderid, name))
             orders.append(order)
         # orders left out have finished
         self.orders = orders
         self._visible = {
             k: v for k, v in self._visible.items() if k in {(o.service, o.orderid) for o in orders}
         }
-        arrived = await self._fetch_parts(needed)
+        arrived = await self._fetch_parts(needed) | inlined
         self._publish(orders, arrived, needed)
 
     def _rule(self, service: str, part_name: str) -> Rule | None:
@@ -453,26 +658,32 @@ class MlutpClient:
                 self._visible[key] = dataclasses.replace(
                     held,
                     stale_fields=frozenset(stale_fields),
-                    locked=order.pending_version is not None,
+                    locked=order.locked,
+                    change_capabilities=dict(order.change_capabilities),
                 )
                 continue
             data: dict[str, Any] = {}
             for part in order.parts.values():
                 data.update(part.fields)
+            if order.pending_change is not None:
+                # optimistic: the user sees what they asked for while it is on its way
+                data[order.pending_change.field] = order.pending_change.value
             self._visible[key] = OrderView(
                 orderid=order.orderid,
                 service=order.service,
                 status=order.status,
                 update_status=order.update_status,
                 loading=never_arrived or order.update_status == "stale",
-                locked=order.pending_version is not None,
+                locked=order.locked,
                 data=data,
                 stale_fields=frozenset(stale_fields),
                 brief=dict(order.brief),
+                change_capabilities=dict(order.change_capabilities),
             )
 
     async def _poll_routes(self) -> None:
-        """The route's own rule: every `route_every_s` while a taxi is on its way."""
+        """The route's own rule: while a taxi is on its way, often when the car is close and
+        rarely when it is far (`route_interval_s`), with the app's own position and time."""
         if not self.options.poll_route:
             return
         now = time.monotonic()
@@ -483,11 +694,37 @@ class MlutpClient:
                 if rule.polling_type != "route_distance_depended":
                     continue
                 part = order.parts.setdefault(rule.part_name, Part())
-                if now - part.fetched_at < self.options.route_every_s or part.retry_at > now:
+                every_s = route_interval_s(part.fields.get("distance_left_m"), self.options)
+                if now - part.fetched_at < every_s or part.retry_at > now:
                     continue
-                body = {"orderid": order.orderid, "use_history": True}
+                body: dict[str, Any] = {
+                    "orderid": order.orderid,
+                    "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "use_history": True,
+                }
+                if self.position is not None:
+                    body["coordinates"] = list(self.position)
                 answer = await self._post(f"{self.orders_state_url}{rule.url}", body)
                 self._apply_part(order, rule, answer)
+
+    async def _call(self, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+        """A feature service call: the status and the JSON answer, errors included (0, None
+        when there was no answer)."""
+        self.stats.requests += 1
+        try:
+            async with self.session.post(
+                url,
+                json=body,
+                headers={"X-Yandex-UID": self.user_id, "User-Agent": self.user_agent},
+                timeout=aiohttp.ClientTimeout(total=self.options.request_timeout_s),
+            ) as response:
+                payload = await response.read()
+                self.stats.bytes_received += len(payload)
+                answer = json_object(payload)
+                return response.status, answer
+        except (aiohttp.ClientError, TimeoutError):
+            self.stats.errors += 1
+            return 0, None
 
     async def _post(
         self, url: str, body: dict[str, Any], *, poll: bool = False, extra_timeout_s: float = 0

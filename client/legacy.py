@@ -71,7 +71,10 @@ class LegacyClient:
         )
         if status == 200:
             orders = answer["mlutp_orders_state"]["orders"]
-            self.orders = [(o["service"], o["orderid"]) for o in orders]
+            # a finished trip awaiting its rating shows the rating screen: nothing to poll
+            self.orders = [
+                (o["service"], o["orderid"]) for o in orders if o["status"] not in FINAL_STATUSES
+            ]
 
     async def _fetch(self, service: str, orderid: str) -> bool:
         """One order's whole document; True when the order has finished (it is dropped)."""

@@ -58,6 +58,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     router.add_post("/emulator/v1/orders", handlers.create_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/advance", handlers.advance_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/change", handlers.change_order)
+    router.add_post("/emulator/v1/features/{service}/{orderid}/{feature}", handlers.user_change)
     router.add_post("/emulator/v1/faults", handlers.set_fault)
     router.add_get("/emulator/v1/stats", handlers.get_stats)
     router.add_post("/emulator/v1/driver", handlers.set_driver)

@@ -36,6 +36,8 @@ class DriverProfile(BaseSettings):
     rarely_changed_per_order: float = Field(1.0, ge=0)
     chat_messages_per_order: float = Field(2.0, ge=0)
     driver_move_every_s: float = Field(2.0, gt=0)
+    # a finished trip stays listed, awaiting its rating, until the user rates it this late
+    rate_after_s: float = Field(30.0, ge=0)
 
 
 class EmulatorSettings(ServiceSettings):

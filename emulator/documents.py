@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from shared.protocol.allowed_changes import ChangeCapability
+
 TAXI_STATUSES = ("searching", "driving", "waiting", "transporting", "complete")
 EATS_STATUSES = ("created", "cooking", "delivering", "delivered")
 GROCERY_STATUSES = ("created", "assembling", "delivering", "delivered")
@@ -43,6 +45,39 @@ def _rng(orderid: str, salt: str = "") -> random.Random:
 
 def _point(rng: random.Random) -> list[float]:
     return [round(37.4 + rng.random() * 0.4, 6), round(55.6 + rng.random() * 0.3, 6)]
+
+
+# kind of change → the statuses it is allowed in, and the reason it is not in the others
+CHANGE_RULES: dict[str, dict[str, tuple[frozenset[str], str]]] = {
+    "taxi": {
+        "cancel": (frozenset({"searching", "driving", "waiting"}), "trip_started"),
+        "change_destination": (
+            frozenset({"searching", "driving", "waiting", "transporting"}),
+            "too_late",
+        ),
+        "add_tips": (frozenset({"driving", "waiting", "transporting"}), "no_performer"),
+        "change_payment": (frozenset({"searching", "driving", "waiting"}), "too_late"),
+        "comment": (frozenset({"searching", "driving", "waiting"}), "too_late"),
+    },
+    "eats": {
+        "cancel": (frozenset({"created"}), "already_cooking"),
+        "change_payment": (frozenset({"created"}), "too_late"),
+        "comment": (frozenset({"created", "cooking"}), "too_late"),
+    },
+    "grocery": {
+        "cancel": (frozenset({"created"}), "already_assembling"),
+        "change_payment": (frozenset({"created"}), "too_late"),
+        "comment": (frozenset({"created", "assembling"}), "too_late"),
+    },
+}
+
+
+def change_capabilities(service: str, status: str) -> dict[str, ChangeCapability]:
+    """What the user may change in an order of this status, as its source says."""
+    return {
+        kind: ChangeCapability(True) if status in allowed else ChangeCapability(False, reason)
+        for kind, (allowed, reason) in CHANGE_RULES[service].items()
+    }
 
 
 def taxi_brief(doc: dict[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,11 @@ class Driver:
             try:
                 since = self._status_since.setdefault(order.orderid, now)
                 in_status = (now - since) * self.profile.time_scale
+                if order.awaiting_rating:
+                    if in_status >= self.profile.rate_after_s:
+                        rating = self.rng.randint(1, 5)
+                        await features.rate(order.service, order.orderid, order.user_id, rating)
+                    continue
                 if in_status >= self._status_minutes(order) * 60:
                     await features.advance(order.service, order.orderid)
                     self._status_since[order.orderid] = now

@@ -56,6 +56,7 @@ class Features:
     async def create_order(self, user_id: str, service: str, status: str | None = None) -> Order:
         order, change = self.world.create(user_id, service, status)
         await self.publish(change)
+        self.world.commit(change)  # the creating call returns: the app has the order now
         return order
 
     async def advance(self, service: str, orderid: str) -> DataChange:
@@ -67,3 +68,19 @@ class Features:
         change = self.world.change(service, orderid, fields)
         await self.publish(change)
         return change
+
+    async def user_change(
+        self, service: str, orderid: str, user_id: str, name: str, value: Any, **how: Any
+    ) -> int:
+        """A user's change (SPEC: Feature data and user changes): data first, tags second.
+        Returns the data version the client waits to see."""
+        change, version = self.world.user_change(service, orderid, user_id, name, value, **how)
+        if change is not None:
+            await self.publish(change)
+        return version
+
+    async def rate(self, service: str, orderid: str, user_id: str, rating: int) -> int:
+        """The user rates a finished order; it then leaves the active orders."""
+        change = self.world.rate(service, orderid, user_id, rating)
+        await self.publish(change)
+        return change.version

@@ -7,12 +7,19 @@ import msgspec
 from aiohttp import web
 
 from emulator import wire as ew
-from emulator.documents import LIFECYCLES, ORDER_LIMITS
+from emulator.documents import LIFECYCLES, ORDER_LIMITS, change_capabilities
 from emulator.faults import TARGETS, Fault
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
-from emulator.world import DataChange, InvalidChange, Order, UnknownOrder
+from emulator.world import (
+    DataChange,
+    InvalidChange,
+    NotAllowed,
+    Order,
+    UnknownOrder,
+    VersionConflict,
+)
 from shared import wire
-from shared.errors import BadRequest, NotFound
+from shared.errors import BadRequest, Conflict, NotFound
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.upstream_wire import RouteRequest, SourceOrder, SourceResponse
 from shared.web import json_response, read_json
@@ -23,6 +30,7 @@ _create = msgspec.json.Decoder(ew.CreateOrder)
 _change = msgspec.json.Decoder(ew.ChangeFields)
 _fault = msgspec.json.Decoder(ew.FaultRequest)
 _driver = msgspec.json.Decoder(ew.DriverRequest)
+_user_change = msgspec.json.Decoder(ew.UserChange)
 _any = msgspec.json.Decoder(dict[str, Any])
 
 
@@ -76,7 +84,16 @@ async def order_source(request: web.Request) -> web.Response:
         allowed = SourceAllowance(can_make_more_orders=True)
     else:
         allowed = SourceAllowance(False, "active_orders_limit")
-    orders = [SourceOrder(o.orderid, o.status, o.created_at, o.brief()) for o in active]
+    orders = [
+        SourceOrder(
+            o.orderid,
+            o.status,
+            o.created_at,
+            o.brief(),
+            change_capabilities(service, o.status),
+        )
+        for o in active
+    ]
     return await _respond(request, target, SourceResponse(orders, allowed))
 
 
@@ -98,6 +115,8 @@ async def order_details(request: web.Request) -> web.Response:
 
 async def taxiroute(request: web.Request) -> web.Response:
     body = wire.decode(_route_request, await _upstream_call(request, "taxiroute"))
+    if body.orderid is None:
+        raise BadRequest("orderid is required", code="invalid_request")
     order = _find(request, "taxi", body.orderid, _user_id(request))
     return await _respond(request, "taxiroute", request.app[WORLD].route(order))
 
@@ -144,6 +163,42 @@ async def change_order(request: web.Request) -> web.Response:
     return await _mutate(
         request, lambda service, orderid: world.change(service, orderid, body.fields)
     )
+
+
+async def user_change(request: web.Request) -> web.Response:
+    """The user change endpoints of the feature services, called by clients (as the user)."""
+    service, orderid = _service(request), request.match_info["orderid"]
+    feature = request.match_info["feature"]
+    user_id = _user_id(request)
+    body = await read_json(request, _user_change)
+    features = request.app[FEATURES]
+    try:
+        if feature == "feedback":
+            if body.rating is None:
+                raise BadRequest("feedback needs a rating (1-5)", code="invalid_change")
+            version = await features.rate(service, orderid, user_id, body.rating)
+        else:
+            version = await features.user_change(
+                service,
+                orderid,
+                user_id,
+                feature,
+                body.value,
+                known_version=body.version,
+                idempotency_key=body.idempotency_key,
+                requested_at_ms=body.requested_at_ms,
+            )
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    except VersionConflict as exc:
+        raise Conflict(
+            str(exc), code="version_conflict", current_version=exc.current_version
+        ) from exc
+    except NotAllowed as exc:
+        raise Conflict(str(exc), code="not_allowed", reason=exc.reason) from exc
+    except InvalidChange as exc:
+        raise BadRequest(str(exc), code="invalid_change") from exc
+    return json_response(ew.UserChanged(orderid, feature, version))
 
 
 async def set_fault(request: web.Request) -> web.Response:

@@ -53,3 +53,22 @@ class FaultRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 class DriverRequest(msgspec.Struct, forbid_unknown_fields=True):
     enabled: bool
+
+
+class UserChange(msgspec.Struct, forbid_unknown_fields=True):
+    """A change the user makes through a feature service. Versioned features take the
+    `version` the client knows; last-write-wins ones an idempotency key and the time the user
+    made the request; `feedback` takes a rating."""
+
+    value: Any = None
+    version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
+    requested_at_ms: Annotated[int, msgspec.Meta(ge=0)] = 0
+    rating: Annotated[int, msgspec.Meta(ge=1, le=5)] | None = None
+
+
+class UserChanged(msgspec.Struct):
+    orderid: str
+    feature: str
+    # the data version to wait for: a part showing it (or later) shows the change
+    version: int

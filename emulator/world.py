@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,41 @@ class UnknownOrder(LookupError):
 
 class InvalidChange(ValueError):
     pass
+
+
+class NotAllowed(InvalidChange):
+    """The order's status does not allow this change now (its change capability says why)."""
+
+    def __init__(self, feature: str, reason: str) -> None:
+        super().__init__(f"{feature} is not allowed now: {reason}")
+        self.reason = reason
+
+
+class VersionConflict(InvalidChange):
+    """A versioned change made on a version older than the feature's last change."""
+
+    def __init__(self, feature: str, current_version: int) -> None:
+        super().__init__(f"{feature} changed at version {current_version}; change it from there")
+        self.current_version = current_version
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A feature service's change a user makes: the totw field it writes, the change
+    capability that allows it, and whether it is versioned or last-write-wins."""
+
+    field: str
+    capability: str
+    versioned: bool
+
+
+FEATURES: dict[str, dict[str, Feature]] = {
+    "taxi": {
+        "destination": Feature("destinations", "change_destination", versioned=True),
+        "comment": Feature("comment", "comment", versioned=True),
+        "tips": Feature("tips", "add_tips", versioned=False),
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +87,14 @@ class Order:
     status: str
     doc: dict[str, Any]
     driver_position: list[float] | None = None
+    # a completed taxi order stays listed until the user rates it
+    awaiting_rating: bool = False
+    # versioned features: the data version of each one's last change
+    feature_versions: dict[str, int] = field(default_factory=dict)
+    # last-write-wins features: idempotency key → the version its request left, and the
+    # request time of each feature's latest applied change
+    idempotency: dict[str, int] = field(default_factory=dict)
+    last_write_ms: dict[str, int] = field(default_factory=dict)
 
     @property
     def version(self) -> int:
@@ -60,7 +103,8 @@ class Order:
 
     @property
     def finished(self) -> bool:
-        return self.status == LIFECYCLES[self.service][-1]
+        """Gone from the user's active orders: at the end of its lifecycle and rated."""
+        return self.status == LIFECYCLES[self.service][-1] and not self.awaiting_rating
 
     def brief(self) -> dict[str, Any]:
         if self.service == "taxi":
@@ -100,7 +144,17 @@ class World:
             self._apply(order, self._status_fields(order, self._next_status(order)))
         # a new order's every part is new, present fields or absent ones alike
         every_field = documents.TOTW_FIELDS if service == "taxi" else documents.PLACE_FIELDS
-        return order, self._record(order, every_field, created=True)
+        # recorded by `commit`, once the creating call is done (its tags are written): the
+        # moment the user's app has the order's id
+        return order, self._new_change(order, every_field, created=True)
+
+    def commit(self, change: DataChange) -> DataChange:
+        """Record a creation now: numbered and timed as it is recorded, so a reader of the
+        record that goes by sequence numbers never skips it."""
+        self._seq += 1
+        committed = replace(change, seq=self._seq, at=time.time())
+        self.changes.append(committed)
+        return committed
 
     def get(self, service: str, orderid: str, user_id: str | None = None) -> Order:
         order = self.orders.get((service, orderid))
@@ -121,9 +175,67 @@ class World:
 
     def advance(self, service: str, orderid: str) -> DataChange:
         order = self.get(service, orderid)
-        if order.finished:
+        if order.status == LIFECYCLES[service][-1]:
             raise InvalidChange(f"order {orderid!r} is already {order.status}")
-        return self._change(order, self._status_fields(order, self._next_status(order)))
+        change = self._change(order, self._status_fields(order, self._next_status(order)))
+        # a finished trip awaits its rating, and the user sees it until then
+        order.awaiting_rating = service == "taxi" and order.status == LIFECYCLES[service][-1]
+        return change
+
+    def rate(self, service: str, orderid: str, user_id: str, rating: int) -> DataChange:
+        order = self.get(service, orderid, user_id)
+        if not order.awaiting_rating:
+            raise NotAllowed("feedback", "not_awaiting_rating")
+        change = self._change(order, {"feedback": {"rating": rating, "rated": True}})
+        order.awaiting_rating = False
+        return change
+
+    def user_change(
+        self,
+        service: str,
+        orderid: str,
+        user_id: str,
+        name: str,
+        value: Any,
+        *,
+        known_version: int | None = None,
+        idempotency_key: str | None = None,
+        requested_at_ms: int = 0,
+    ) -> tuple[DataChange | None, int]:
+        """A user's change through a feature service: the change made (None if nothing
+        changed) and the data version the client waits for.
+
+        Versioned: refused (VersionConflict) when the feature changed after `known_version`.
+        Last-write-wins: a repeated idempotency key changes nothing twice; a request older
+        than the latest applied one changes nothing."""
+        order = self.get(service, orderid, user_id)
+        feature = FEATURES.get(service, {}).get(name)
+        if feature is None:
+            raise InvalidChange(f"{service} has no feature {name!r}")
+        capability = documents.change_capabilities(service, order.status).get(feature.capability)
+        if capability is not None and not capability.allowed:
+            raise NotAllowed(name, capability.reason or "not_allowed")
+        if feature.versioned:
+            if known_version is None:
+                raise InvalidChange(f"{name} is versioned: send the version you know")
+            changed_at = order.feature_versions.get(name, 0)
+            if changed_at > known_version:
+                raise VersionConflict(name, changed_at)
+            change = self._change(order, {feature.field: value})
+            order.feature_versions[name] = change.version
+            return change, change.version
+        if idempotency_key is None:
+            raise InvalidChange(f"{name} is last-write-wins: send an idempotency key")
+        if idempotency_key in order.idempotency:
+            return None, order.idempotency[idempotency_key]
+        if requested_at_ms < order.last_write_ms.get(name, 0):
+            # a later request already won
+            order.idempotency[idempotency_key] = order.version
+            return None, order.version
+        change = self._change(order, {feature.field: value})
+        order.last_write_ms[name] = requested_at_ms
+        order.idempotency[idempotency_key] = change.version
+        return change, change.version
 
     def change(self, service: str, orderid: str, fields: dict[str, Any]) -> DataChange:
         order = self.get(service, orderid)
@@ -170,11 +282,17 @@ class World:
     def _change(self, order: Order, fields: dict[str, Any]) -> DataChange:
         return self._record(order, self._apply(order, fields))
 
-    def _record(
+    def _record(self, order: Order, changed: frozenset[str]) -> DataChange:
+        change = self._new_change(order, changed)
+        self.changes.append(change)
+        return change
+
+    def _new_change(
         self, order: Order, changed: frozenset[str], *, created: bool = False
     ) -> DataChange:
-        self._seq += 1
-        change = DataChange(
+        if not created:
+            self._seq += 1
+        return DataChange(
             self._seq,
             order.service,
             order.orderid,
@@ -185,5 +303,3 @@ class World:
             order.status,
             created,
         )
-        self.changes.append(change)
-        return change

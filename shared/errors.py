@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     status: int = 500
     code: str = "internal_error"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        # further fields of the error body, e.g. a conflict's current_version
+        self.details = details
 
 
 class BadRequest(DomainError):
@@ -27,6 +31,14 @@ class Unauthorized(DomainError):
 class NotFound(DomainError):
     status = 404
     code = "not_found"
+
+
+class Conflict(DomainError):
+    """The change does not apply to the data as it is now (a stale version, a change the
+    order's status does not allow); nothing was changed."""
+
+    status = 409
+    code = "conflict"
 
 
 class PayloadTooLarge(DomainError):

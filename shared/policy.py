@@ -117,6 +117,9 @@ class ServicePolicy(BaseModel):
     # status → base polling interval; statuses not listed get the configured default. Not part
     # of the policy version: tuning an interval invalidates no client tag.
     interval_bases_ms: dict[Status, Annotated[int, Field(gt=0, le=3_600_000)]] = {}
+    # the kinds of change a user may make to an order of this service (what a stale order
+    # says is not allowed). Not part of the policy version either.
+    change_capabilities: tuple[Name, ...] = ()
 
     @model_validator(mode="after")
     def _valid(self) -> ServicePolicy:

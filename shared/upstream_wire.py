@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from shared.protocol.allowed_changes import SourceAllowance
+from shared.protocol.allowed_changes import ChangeCapability, SourceAllowance
 from shared.wire import ClientTagText, OrderId
 
 
@@ -16,6 +16,8 @@ class SourceOrder(msgspec.Struct):
     status: str
     created_at: str
     brief: dict[str, Any] = {}
+    # what the user may change in this order now, by kind of change
+    change_capabilities: dict[str, ChangeCapability] = {}
 
 
 class SourceResponse(msgspec.Struct):
@@ -26,9 +28,10 @@ class SourceResponse(msgspec.Struct):
 
 
 class RouteRequest(msgspec.Struct):
-    """The request old clients already send to taxiroute (the route part proxies it)."""
+    """The request old clients already send to taxiroute (the route part proxies it), with
+    an optional `orderid` (absent: the user's one active order)."""
 
-    orderid: OrderId
+    orderid: OrderId | None = None
     coordinates: Annotated[list[float], msgspec.Meta(min_length=2, max_length=2)] | None = None
     timestamp: Annotated[str, msgspec.Meta(max_length=64)] | None = None
     use_history: bool = False

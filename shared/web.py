@@ -45,7 +45,11 @@ def json_response(
     )
 
 
-def error_response(status: int, code: str, message: str) -> web.Response:
+def error_response(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None
+) -> web.Response:
+    if details:
+        return json_response({**details, "code": code, "message": message}, status=status)
     return json_response(wire.Error(code=code, message=message), status=status)
 
 
@@ -87,7 +91,7 @@ async def service_middleware(request: web.Request, handler: Handler) -> web.Stre
         try:
             response = await handler(request)
         except DomainError as exc:
-            response = error_response(exc.status, exc.code, exc.message)
+            response = error_response(exc.status, exc.code, exc.message, exc.details)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise

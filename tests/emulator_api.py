@@ -62,3 +62,13 @@ async def stats(emulator: TestClient) -> dict[str, Any]:
     assert resp.status == 200, await resp.text()
     result: dict[str, Any] = await resp.json()
     return result
+
+
+async def totw(emulator: TestClient, user: str, orderid: str) -> dict[str, Any]:
+    """The order's whole totw document, as the user's legacy client would fetch it."""
+    resp = await emulator.post(
+        "/3.0/taxiontheway", json={"orderid": orderid}, headers={"X-Yandex-UID": user}
+    )
+    assert resp.status == 200, await resp.text()
+    doc: dict[str, Any] = await resp.json()
+    return doc

@@ -10,7 +10,7 @@ import asyncio
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.bff.known_orders import ParsedKnownOrder
@@ -19,7 +19,12 @@ from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import StoredTags, TagCache
 from services.bff.wire import PolicyRule
 from shared.policy import PollingPolicy
-from shared.protocol.allowed_changes import AllowedChange, SourceAllowance, allowed_changes
+from shared.protocol.allowed_changes import (
+    AllowedChange,
+    SourceAllowance,
+    allowed_changes,
+    unavailable_capabilities,
+)
 from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
 from shared.protocol.need_request import TagTimings, client_policy_version, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
@@ -29,7 +34,17 @@ from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import OrderKey
 
 # keys of a response order that a source's brief fields may not overwrite
-RESERVED_KEYS = frozenset({"orderid", "service", "status", "tags", "need_request", "update_status"})
+RESERVED_KEYS = frozenset(
+    {
+        "orderid",
+        "service",
+        "status",
+        "tags",
+        "need_request",
+        "update_status",
+        "change_capabilities",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,8 @@ class PollResult:
     degraded: bool = False
     # the earliest moment (unix ms) a part the min TTL holds back becomes needed
     held_until_ms: int | None = None
+    # the current policy version of each queried service served
+    policy_versions: dict[str, str] = field(default_factory=dict)
 
     def answered(self) -> list[AnsweredOrder]:
         return [
@@ -76,11 +93,13 @@ def _actual_order(
     order["tags"] = tags
     order["need_request"] = need
     order["update_status"] = "actual"
+    order["change_capabilities"] = source_order.change_capabilities
     return order
 
 
-def _stale_order(known: ParsedKnownOrder) -> dict[str, Any]:
-    """Only what the client itself sent: a stale answer never reveals anything new."""
+def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> dict[str, Any]:
+    """Only what the client itself sent: a stale answer never reveals anything new. Nothing
+    may be changed on data the server cannot see."""
     return {
         "orderid": known.order.orderid,
         "service": known.order.service,
@@ -89,6 +108,7 @@ def _stale_order(known: ParsedKnownOrder) -> dict[str, Any]:
         "tags": dict(known.order.tags),
         "need_request": [],
         "update_status": "stale",
+        "change_capabilities": unavailable_capabilities(capabilities),
     }
 
 
@@ -110,6 +130,19 @@ class OrdersStateEngine:
         self.rng = rng or random.Random()
         self.in_flight = 0
 
+    def _capabilities(self, service: str) -> tuple[str, ...]:
+        served = self.policy.services.get(service)
+        return served.change_capabilities if served is not None else ()
+
+    def policy_versions(self, services: Sequence[str]) -> dict[str, str]:
+        """The current policy version of each queried service the server serves: a client
+        holding another one fetches the policy again (SPEC: Policy changes)."""
+        return {
+            service: self.policy.version(service)
+            for service in services
+            if service in self.policy.services
+        }
+
     def policy_rules(self, services: Sequence[str]) -> list[PolicyRule]:
         return [
             PolicyRule(
@@ -124,30 +157,45 @@ class OrdersStateEngine:
                 static=rule.static,
             )
             for service in services
+            if service in self.policy.services
             for rule in self.policy.services[service].rules_by_priority
         ]
 
     async def _query_sources(
         self, services: Sequence[str], headers: dict[str, str]
     ) -> dict[str, SourceResponse | None]:
+        """Each served service's source; a service the server does not serve is
+        unavailable for this request (None), like a source that failed."""
+        served = [service for service in services if service in self.sources]
         results = await asyncio.gather(
-            *(self.sources[service].list_active(headers) for service in services)
+            *(self.sources[service].list_active(headers) for service in served)
         )
-        for service, result in zip(services, results, strict=True):
+        answers: dict[str, SourceResponse | None] = dict.fromkeys(services)
+        for service, result in zip(served, results, strict=True):
             self.metrics.sources.labels(service, "ok" if result else "unavailable").inc()
-        return dict(zip(services, results, strict=True))
+            answers[service] = result
+        return answers
 
     async def _stored_tags(self, keys: list[OrderKey]) -> StoredTags | None:
         stored = await self.tag_cache.get(keys)
         if stored is None:
             return None
-        # new or expired orders get content tags for every non-static part before the answer,
-        # so a part fetched right after this poll is issued a tag that stays valid
+        # every non-static part gets a content tag before the answer, so a part fetched right
+        # after this poll is issued a tag that stays valid: all of them for a new or expired
+        # order, and a part its hash lacks (one a new policy version added, or fields moved
+        # between parts), which would otherwise carry no content and be refetched for good
         missing: dict[OrderKey, list[str]] = {}
         for key in keys:
-            if stored.get(key) is None:
-                rules = self.policy.services[key.service].rules
-                missing[key] = [r.part_name for r in rules if r.tag_defined and not r.static]
+            parts = stored.get(key)
+            absent = [
+                rule.part_name
+                for rule in self.policy.services[key.service].rules
+                if rule.tag_defined
+                and not rule.static
+                and (parts is None or rule.part_name not in parts)
+            ]
+            if absent:
+                missing[key] = absent
         if missing:
             stored.update(await self.tag_cache.create_missing(missing))
         return stored
@@ -234,9 +282,15 @@ class OrdersStateEngine:
         held_until_ms = min((held for _, held in decided if held is not None), default=None)
 
         # a known order of an unavailable service stays, as the client knew it
-        stale = [_stale_order(k) for k in known if k.order.service not in available]
+        stale = [
+            _stale_order(k, self._capabilities(k.order.service))
+            for k in known
+            if k.order.service not in available
+        ]
         for order in stale:
-            self.metrics.stale_orders.labels(order["service"]).inc()
+            # a name the client made up is no label: metrics stay bounded
+            served = order["service"] in self.sources
+            self.metrics.stale_orders.labels(order["service"] if served else "unknown").inc()
         orders = merge_orders(
             actual,
             stale,
@@ -247,7 +301,14 @@ class OrdersStateEngine:
         allowances: dict[str, SourceAllowance] = {
             service: result.allowed_changes for service, result in available.items()
         }
-        degraded = not cache_available or len(available) < len(services)
+        # a failed source, or a known order of a service not served (its stale answer must
+        # not make a waiting client poll again at once); a service merely listed as supported
+        # that the server does not serve has no source to protect: not degraded
+        degraded = (
+            not cache_available
+            or any(s in self.sources and s not in available for s in services)
+            or any(k.order.service not in self.sources for k in known)
+        )
         interval_ms = polling_interval_ms(
             [(o["service"], o["status"]) for o in orders],
             degraded=degraded,
@@ -264,4 +325,5 @@ class OrdersStateEngine:
             interval_ms,
             degraded=degraded,
             held_until_ms=held_until_ms,
+            policy_versions=self.policy_versions(services),
         )

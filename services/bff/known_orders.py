@@ -1,4 +1,5 @@
-"""Validation of the client's known_orders: limits, types, services; pure, no I/O."""
+"""Validation of the client's known_orders: limits and types; pure, no I/O. A service the
+server does not serve is not bad input: it is unavailable for the request (the engine)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import msgspec
 from services.bff.wire import KNOWN_ORDER_FIELDS, KnownOrder
 from shared import wire
 from shared.errors import BadRequest
-from shared.policy import PollingPolicy
 from shared.wire import OrderKey
 
 
@@ -33,9 +33,7 @@ class ParsedKnownOrder:
         return OrderKey(self.order.service, self.order.orderid)
 
 
-def parse_known_orders(
-    items: Sequence[dict[str, Any]], policy: PollingPolicy, limits: Limits
-) -> list[ParsedKnownOrder]:
+def parse_known_orders(items: Sequence[dict[str, Any]], limits: Limits) -> list[ParsedKnownOrder]:
     if len(items) > limits.max_known_orders:
         raise BadRequest(
             f"known_orders has {len(items)} orders; at most {limits.max_known_orders} are allowed",
@@ -49,7 +47,6 @@ def parse_known_orders(
             order = msgspec.convert(item, KnownOrder)
         except msgspec.ValidationError as exc:
             raise BadRequest(f"{where}: {exc}", code="invalid_request") from exc
-        check_service(order.service, policy, where)
         extras = {k: v for k, v in item.items() if k not in KNOWN_ORDER_FIELDS}
         wire.check_depth(extras, where)
         if len(extras) > limits.max_extra_fields:
@@ -70,21 +67,12 @@ def parse_known_orders(
     return parsed
 
 
-def check_service(service: str, policy: PollingPolicy, where: str = "service") -> None:
-    if service not in policy.services:
-        raise BadRequest(
-            f"{where}: unknown service {service!r}; known: {sorted(policy.services)}",
-            code="unknown_service",
-        )
-
-
 def queried_services(
-    supported: Sequence[str] | None, known: Sequence[ParsedKnownOrder], policy: PollingPolicy
+    supported: Sequence[str] | None, known: Sequence[ParsedKnownOrder]
 ) -> list[str]:
     """The services in supported_services plus those of known_orders, first seen first."""
     services: list[str] = []
     for service in [*(supported or ()), *(k.order.service for k in known)]:
-        check_service(service, policy, "supported_services")
         if service not in services:
             services.append(service)
     return services

@@ -7,8 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.bff.engine import PollResult
-from services.bff.keys import ENGINE, LIMITS, POLICY
+from services.bff.keys import LIMITS
 from services.bff.known_orders import ParsedKnownOrder, parse_known_orders, queried_services
 from shared.web import request_id
 from shared.wire import checked_user_id
@@ -35,23 +34,17 @@ def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:
 
 
 def parse_poll(
-    request: web.Request, known_orders: list[dict[str, Any]], supported: list[str] | None
-) -> tuple[list[ParsedKnownOrder], list[str]]:
-    """The known orders, validated, and the services the poll queries."""
-    policy = request.app[POLICY]
-    known = parse_known_orders(known_orders, policy, request.app[LIMITS])
-    return known, queried_services(supported, known, policy)
-
-
-async def poll(
     request: web.Request,
-    user_id: str,
     known_orders: list[dict[str, Any]],
     supported: list[str] | None,
-) -> tuple[list[str], PollResult]:
-    """The poll both client-facing endpoints make: validate, then run the engine.
-    Returns the queried services and the result."""
-    known, services = parse_poll(request, known_orders, supported)
-    return services, await request.app[ENGINE].poll(
-        known, services, upstream_headers(request, user_id)
-    )
+    *,
+    only_supported: bool = False,
+) -> tuple[list[ParsedKnownOrder], list[str]]:
+    """The known orders, validated, and the services the poll queries: those of
+    `supported` and of the known orders; with `only_supported` (launch) just `supported`,
+    and known orders of other services are ignored."""
+    known = parse_known_orders(known_orders, request.app[LIMITS])
+    if only_supported:
+        services = queried_services(supported, [])
+        return [k for k in known if k.order.service in services], services
+    return known, queried_services(supported, known)

@@ -1,6 +1,7 @@
 """The resources both client-facing services open, each in its own `cleanup_ctx`: the HTTP
-session, the tag cache (order_tags behind its circuit), and the engine with its order
-sources. The part service of orders_state shares the same tag cache."""
+session, the tag cache (order_tags behind its circuit), the engine with its order sources,
+and the part service (orders_state's part endpoints, launch's extended order info), which
+shares the same tag cache."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from services.bff.config import BffSettings
+from services.bff.config import LEGACY_PART_TYPE, BffSettings
 from services.bff.engine import EngineConfig, OrdersStateEngine
-from services.bff.keys import BFF_METRICS, ENGINE, LIMITS, POLICY, TAG_CACHE
+from services.bff.keys import BFF_METRICS, ENGINE, LIMITS, PARTS, POLICY, TAG_CACHE, TOTW
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
+from services.bff.part_service import PartService
+from services.bff.part_upstream import PartUpstreamClient
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import TagCache
 from shared.errors import StartupError
@@ -30,6 +33,19 @@ def load_bff_policy(settings: BffSettings) -> PollingPolicy:
         if settings.upstreams.order_source_url(service) is None:
             raise StartupError(f"service {service!r} of the policy has no order source URL")
     return policy
+
+
+def part_upstream_urls(settings: BffSettings, policy: PollingPolicy) -> dict[str, str]:
+    """The upstream of every part type the policy uses (and totw, for the legacy endpoint);
+    a part type with none stops start-up."""
+    part_types = {endpoint.rule.part_type for endpoint in policy.endpoints} | {LEGACY_PART_TYPE}
+    urls = {}
+    for part_type in sorted(part_types):
+        url = settings.upstreams.part_upstream_url(part_type)
+        if url is None:
+            raise StartupError(f"part_type {part_type!r} has no upstream")
+        urls[part_type] = url
+    return urls
 
 
 def setup_bff(app: web.Application, settings: BffSettings) -> None:
@@ -84,4 +100,28 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
         yield
         await asyncio.gather(*(source.close() for source in sources.values()))
 
-    app.cleanup_ctx.extend([http_session_ctx, tag_cache_ctx, engine_ctx])
+    urls = part_upstream_urls(settings, policy)
+
+    async def parts_ctx(app: web.Application) -> AsyncIterator[None]:
+        upstreams = {
+            part_type: PartUpstreamClient(
+                url,
+                timeout_s=protocol.part_timeout_s,
+                deadline_s=protocol.part_deadline_s,
+                session=app[HTTP_SESSION],
+            )
+            for part_type, url in urls.items()
+        }
+        app[TOTW] = upstreams[LEGACY_PART_TYPE]
+        app[PARTS] = PartService(
+            policy,
+            app[TAG_CACHE],
+            upstreams,
+            app[BFF_METRICS],
+            app[ENGINE].sources,
+            coalesce=protocol.coalesce_part_fetches,
+        )
+        yield
+        await asyncio.gather(*(client.close() for client in upstreams.values()))
+
+    app.cleanup_ctx.extend([http_session_ctx, tag_cache_ctx, engine_ctx, parts_ctx])

@@ -55,8 +55,9 @@ class TagCache:
     async def create_missing(
         self, missing: dict[OrderKey, list[str]]
     ) -> dict[OrderKey, dict[str, str]]:
-        """Create content tags where an order has none (new, or expired), only where absent,
-        so a feature's tag written meanwhile wins. Returns what is stored afterwards."""
+        """Create content tags for the parts an order lacks (all of them when it is new or
+        expired), only where absent, so a feature's tag written meanwhile wins. Returns every
+        tag stored afterwards for each order."""
 
         async def create(key: OrderKey, parts: list[str]) -> dict[str, str] | None:
             try:

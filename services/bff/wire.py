@@ -39,11 +39,17 @@ class StateRequest(msgspec.Struct):
 class LaunchRequest(msgspec.Struct):
     supported_services: list[ServiceName]
     known_orders: list[dict[str, Any]] = []
+    # what the client can take, e.g. "extended_order_info" (required parts inline)
+    supported: Annotated[
+        list[Annotated[str, msgspec.Meta(max_length=64)]], msgspec.Meta(max_length=32)
+    ] = []
 
 
 class StateResponse(msgspec.Struct):
     orders: list[dict[str, Any]]
     allowed_changes: list[AllowedChange]
+    # service → its current policy version (SPEC: Policy changes)
+    policy_versions: dict[str, str]
 
 
 class PolicyRule(msgspec.Struct, omit_defaults=True):
@@ -62,6 +68,7 @@ class LaunchState(msgspec.Struct):
     orders: list[dict[str, Any]]
     allowed_changes: list[AllowedChange]
     polling_policy: list[PolicyRule]
+    policy_versions: dict[str, str]
 
 
 class LaunchResponse(msgspec.Struct):

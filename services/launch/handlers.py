@@ -3,9 +3,11 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from services.bff.keys import ENGINE
-from services.bff.requests import poll, require_user
+from services.bff.keys import ENGINE, PARTS, POLICY
+from services.bff.requests import parse_poll, require_user, upstream_headers
 from services.bff.wire import INTERVAL_HEADER, LaunchRequest, LaunchResponse, LaunchState
+from services.launch.extended import with_required_parts
+from shared.protocol.extended_info import EXTENDED_ORDER_INFO
 from shared.web import json_response, read_json
 
 _launch_request = msgspec.json.Decoder(LaunchRequest)
@@ -14,9 +16,15 @@ _launch_request = msgspec.json.Decoder(LaunchRequest)
 async def launch(request: web.Request) -> web.Response:
     user_id = require_user(request)
     body = await read_json(request, _launch_request)
-    services, result = await poll(request, user_id, body.known_orders, body.supported_services)
-    # the policy only of the services the client supports
-    supported = [s for s in services if s in body.supported_services]
-    rules = request.app[ENGINE].policy_rules(supported)
-    state = LaunchState(result.orders, result.allowed_changes, rules)
+    # launch queries only the services the client supports, and gives their policy
+    known, services = parse_poll(
+        request, body.known_orders, body.supported_services, only_supported=True
+    )
+    headers = upstream_headers(request, user_id)
+    result = await request.app[ENGINE].poll(known, services, headers)
+    orders = result.orders
+    if EXTENDED_ORDER_INFO in body.supported:
+        orders = await with_required_parts(orders, request.app[PARTS], request.app[POLICY], headers)
+    rules = request.app[ENGINE].policy_rules(services)
+    state = LaunchState(orders, result.allowed_changes, rules, result.policy_versions)
     return json_response(LaunchResponse(state), headers={INTERVAL_HEADER: str(result.interval_ms)})

@@ -1,25 +1,19 @@
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from services.bff.config import LEGACY_PART_TYPE
-from services.bff.keys import BFF_METRICS, ENGINE, POLICY, TAG_CACHE
+from services.bff.keys import ENGINE, POLICY
 from services.bff.resources import setup_bff
 from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
-from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW, WAITING
+from services.orders_state.keys import MAX_PART_ORDERS, WAITING
 from services.orders_state.metrics import WaitingMetrics
-from services.orders_state.part_service import PartService
-from services.orders_state.part_upstream import PartUpstreamClient
 from services.orders_state.waiting import WaitingConfig, WaitingPolls
 from services.orders_state.wakeups import TagWakeups
-from shared.errors import StartupError
-from shared.http import HTTP_SESSION
-from shared.policy import PollingPolicy, PollingType
+from shared.policy import PollingType
 from shared.redis import create_redis
 from shared.web import METRICS, create_base_app
 
@@ -28,47 +22,12 @@ SERVICE = "orders_state"
 log = logging.getLogger("mlutp.orders_state")
 
 
-def part_upstream_urls(settings: OrdersStateSettings, policy: PollingPolicy) -> dict[str, str]:
-    """The upstream of every part type the policy uses (and totw, for the legacy endpoint);
-    a part type with none stops start-up."""
-    part_types = {endpoint.rule.part_type for endpoint in policy.endpoints} | {LEGACY_PART_TYPE}
-    urls = {}
-    for part_type in sorted(part_types):
-        url = settings.upstreams.part_upstream_url(part_type)
-        if url is None:
-            raise StartupError(f"part_type {part_type!r} has no upstream")
-        urls[part_type] = url
-    return urls
-
-
 def create_app(settings: OrdersStateSettings) -> web.Application:
     app = create_base_app(SERVICE, settings)
     setup_bff(app, settings)
     policy = app[POLICY]
     protocol = settings.protocol
-    urls = part_upstream_urls(settings, policy)
     app[MAX_PART_ORDERS] = protocol.max_part_orders
-
-    async def parts_ctx(app: web.Application) -> AsyncIterator[None]:
-        upstreams = {
-            part_type: PartUpstreamClient(
-                url,
-                timeout_s=protocol.part_timeout_s,
-                deadline_s=protocol.part_deadline_s,
-                session=app[HTTP_SESSION],
-            )
-            for part_type, url in urls.items()
-        }
-        app[TOTW] = upstreams[LEGACY_PART_TYPE]
-        app[PARTS] = PartService(
-            policy,
-            app[TAG_CACHE],
-            upstreams,
-            app[BFF_METRICS],
-            coalesce=protocol.coalesce_part_fetches,
-        )
-        yield
-        await asyncio.gather(*(client.close() for client in upstreams.values()))
 
     async def waiting_ctx(app: web.Application) -> AsyncIterator[None]:
         wakeups: TagWakeups | None = None
@@ -100,7 +59,7 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
         # SIGTERM: on_shutdown runs before aiohttp waits for the handlers in flight
         app[WAITING].shutdown()
 
-    app.cleanup_ctx.extend([parts_ctx, waiting_ctx])
+    app.cleanup_ctx.append(waiting_ctx)
     app.on_shutdown.append(answer_waiting_polls)
     app.router.add_post("/mlutp/v1/orders/state", handlers.orders_state)
     app.router.add_post("/3.0/taxiontheway", handlers.taxiontheway)

@@ -6,10 +6,11 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from services.bff.keys import PARTS, TOTW
+from services.bff.part_request import parse_part_request
 from services.bff.requests import parse_poll, require_user, upstream_headers
 from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
-from services.orders_state.keys import MAX_PART_ORDERS, PARTS, TOTW, WAITING
-from services.orders_state.part_request import parse_part_request
+from services.orders_state.keys import MAX_PART_ORDERS, WAITING
 from services.orders_state.waiting import WAIT_HEADER
 from services.orders_state.wire import PartResponse
 from shared.policy import PartEndpoint
@@ -32,7 +33,10 @@ async def orders_state(request: web.Request) -> web.Response:
     if answer.cause is not None:
         headers[WAIT_HEADER] = answer.cause.value
     return json_response(
-        StateResponse(answer.result.orders, answer.result.allowed_changes), headers=headers
+        StateResponse(
+            answer.result.orders, answer.result.allowed_changes, answer.result.policy_versions
+        ),
+        headers=headers,
     )
 
 

@@ -1,4 +1,5 @@
-"""allowed_changes: one entry per queried service (SPEC: Orders and their order)."""
+"""allowed_changes: one entry per queried service (SPEC: Orders and their order); and what
+the user may change in one order now (SPEC: Per-order change capabilities)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def allowed_changes(
             reason = None if allowance.can_make_more_orders else allowance.no_more_orders_reason
             result.append(AllowedChange(service, allowance.can_make_more_orders, reason))
     return result
+
+
+class ChangeCapability(msgspec.Struct, omit_defaults=True):
+    """Whether the user may make one kind of change to an order now, and why not."""
+
+    allowed: bool
+    reason: str | None = None
+
+
+def unavailable_capabilities(defined: Sequence[str]) -> dict[str, ChangeCapability]:
+    """A stale order: nothing may be changed on data the server cannot see."""
+    return {name: ChangeCapability(False, SERVICE_UNAVAILABLE) for name in defined}

@@ -40,7 +40,7 @@ async def bff_urls(
 
 @pytest.fixture
 async def make_client(
-    bff_urls: tuple[str, str],
+    bff_urls: tuple[str, str], emulator_server: TestServer
 ) -> AsyncIterator[Callable[[str], MlutpClient]]:
     session = aiohttp.ClientSession()
 
@@ -51,6 +51,7 @@ async def make_client(
             orders_state_url=bff_urls[1],
             user_id=user,
             options=options or ClientOptions(backoff_base_s=0, poll_route=False),
+            features_url=str(emulator_server.make_url("/emulator/v1/features")),
         )
 
     yield make  # type: ignore[misc]

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient
+import redis
+import yaml
+from aiohttp.test_utils import TestClient, TestServer
 
-from client.client import MlutpClient
-from tests.emulator_api import advance, change, create_order_id, set_fault
-from tests.services.conftest import POLICY, protocol_for_tests
+from client.client import ClientOptions, MlutpClient, route_interval_s
+from services.launch.app import create_app as create_launch
+from services.launch.config import LaunchSettings
+from services.orders_state.app import create_app as create_orders_state
+from services.orders_state.config import OrdersStateSettings
+from shared.policy import DEFAULT_POLICY_PATH
+from shared.redis import tags_key
+from tests.emulator_api import advance, change, create_order_id, set_fault, stats, totw
+from tests.services.conftest import POLICY, bff_kwargs, protocol_for_tests
 
 TAXI_FIELDS = [f for r in POLICY.services["taxi"].rules if r.tag_defined for f in r.fields]
 
 
-async def totw(emulator: TestClient, user: str, orderid: str) -> dict[str, Any]:
-    resp = await emulator.post(
-        "/3.0/taxiontheway", json={"orderid": orderid}, headers={"X-Yandex-UID": user}
-    )
-    doc: dict[str, Any] = await resp.json()
-    return doc
+async def totw_calls(emulator: TestClient) -> int:
+    calls: int = (await stats(emulator))["calls"].get("totw", 0)
+    return calls
 
 
 def cut(doc: dict[str, Any]) -> dict[str, Any]:
@@ -48,9 +56,18 @@ async def test_a_client_sees_every_change_of_a_lifecycle(
     await change(emulator, "taxi", orderid, {"comment": "gate 3"})
     await client.cycle()
     assert client.view()[0].data["comment"] == "gate 3"
-    await advance(emulator, "taxi", orderid)  # complete: finished
+    await advance(emulator, "taxi", orderid)  # complete: shown until the user rates it
     await client.cycle()
-    assert client.view() == []
+    [view] = client.view()
+    assert view.status == "complete"
+    resp = await emulator.post(
+        f"/emulator/v1/features/taxi/{orderid}/feedback",
+        json={"rating": 5},
+        headers={"X-Yandex-UID": unique},
+    )
+    assert resp.status == 200
+    await client.cycle()
+    assert client.view() == []  # rated: finished
 
 
 async def test_an_unchanged_order_costs_one_poll_and_no_part_request(
@@ -62,6 +79,31 @@ async def test_an_unchanged_order_costs_one_poll_and_no_part_request(
     parts_before = client.stats.part_requests
     await client.cycle()
     assert client.stats.part_requests == parts_before
+
+
+async def test_a_part_added_to_a_live_order_is_fetched_once_then_not_until_it_changes(
+    make_client: Callable[[str], MlutpClient],
+    emulator: TestClient,
+    unique: str,
+    redis_sync: redis.Redis,
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    # its tags were written before the policy had "chat": the order's hash lacks that part
+    redis_sync.hdel(tags_key("taxi", orderid), "chat")
+    client = make_client(unique)
+    await client.launch()  # every part fetched once, chat included
+    assert "chat" in redis_sync.hgetall(tags_key("taxi", orderid))
+    parts_before, totw_before = client.stats.part_requests, await totw_calls(emulator)
+    chat_fetched_at = client.orders[0].parts["chat"].fetched_at
+    for _ in range(3):  # no min TTL here: a part with no content would be needed every poll
+        await client.cycle()
+    assert client.stats.part_requests == parts_before
+    assert await totw_calls(emulator) == totw_before
+    history = [{"from": "driver", "text": "at the gate"}]
+    await change(emulator, "taxi", orderid, {"chathistory": history})
+    await client.cycle()
+    assert client.orders[0].parts["chat"].fetched_at > chat_fetched_at  # its data changed
+    assert client.view()[0].data["chathistory"] == history
 
 
 @pytest.mark.parametrize("protocol", [protocol_for_tests()])  # the default min TTL: 2 s
@@ -97,11 +139,18 @@ async def test_a_source_down_shows_a_stale_loader_and_recovery_moves_nothing(
     stale = next(v for v in client.view() if v.service == "eats")
     assert stale.update_status == "stale" and stale.loading
     assert stale.data == eats_view.data and stale.status == eats_view.status
+    assert eats_view.change_capabilities["cancel"] == {"allowed": True}  # created: may cancel
+    assert stale.change_capabilities["cancel"] == {
+        "allowed": False,
+        "reason": "service_unavailable",
+    }
     await set_fault(emulator, "source:eats", "ok")
     await client.cycle()
     assert [(v.service, v.orderid) for v in client.view()] == shown
     assert {v.update_status for v in client.view()} == {"actual"}
     assert not any(v.loading for v in client.view())
+    back = next(v for v in client.view() if v.service == "eats")
+    assert back.change_capabilities == eats_view.change_capabilities
 
 
 async def test_part_errors_mark_fields_stale_then_recover(
@@ -153,3 +202,185 @@ async def test_an_expired_order_is_dropped(
     client.orders[0].parts["fast_info"].tag = None
     await client._fetch_parts({("taxi", client.orders[0].orderid): ["fast_info"]})
     assert client.orders == []
+
+
+def moved_tips_policy() -> dict[str, Any]:
+    """The default policy with `tips` moved from rarely_changed to fast_info, the taxi parts
+    on new URLs, and the layout before it kept as deprecated (still served to old clients)."""
+    data: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
+    taxi = data["services"]["taxi"]
+    taxi["deprecated"] = [{"rules": copy.deepcopy(taxi["rules"])}, *taxi.get("deprecated", [])]
+    for rule in taxi["rules"]:
+        rule["url"] = rule["url"].replace("/mlutp/v1/", "/mlutp/v2/")
+        if rule["part_name"] == "rarely_changed":
+            rule["fields"].remove("tips")
+        if rule["part_name"] == "fast_info":
+            rule["fields"].append("tips")
+    return data
+
+
+async def test_a_policy_change_reaches_a_running_client_within_one_poll(
+    make_client: Callable[[str], MlutpClient],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+    emulator: TestClient,
+    unique: str,
+    tmp_path: Path,
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
+    client = make_client(unique)
+    await client.launch()
+    old_version = client.policy_versions["taxi"]
+    old_fast_info = client.orders[0].parts["fast_info"].tag
+    # orders_state and launch restart with the new policy, behind the same addresses
+    policy_path = tmp_path / "policy.yaml"
+    policy_path.write_text(yaml.safe_dump(moved_tips_policy()))
+    kwargs = bff_kwargs(
+        order_tags_server, emulator_server, protocol_for_tests(min_ttl_s=0, policy_path=policy_path)
+    )
+    state = await aiohttp_server(create_orders_state(OrdersStateSettings(**kwargs)))
+    launch = await aiohttp_server(create_launch(LaunchSettings(**kwargs)))
+    client.launch_url = str(launch.make_url("/4.0/launch"))
+    client.orders_state_url = str(state.make_url("")).rstrip("/")
+    parts_before = client.stats.part_requests
+
+    await client.cycle()  # the answer names another version: launch again, every part anew
+    assert client.policy_versions["taxi"] != old_version
+    assert {rule.url.split("/")[2] for rule in client.rules["taxi"]} == {"v2"}
+    tag_defined = [rule for rule in client.rules["taxi"] if rule.tag_defined]
+    # each part once: the required one inline in the launch answer, the others by request
+    by_request = [rule for rule in tag_defined if not rule.required]
+    assert client.stats.part_requests - parts_before == len(by_request)
+    [view] = client.view()
+    assert view.data == cut(await totw(emulator, unique, orderid))
+    assert view.data["tips"] == {"value": 10}  # now from fast_info
+    await client.cycle()
+    assert client.stats.part_requests - parts_before == len(by_request)  # and not again
+    assert client.stats.errors == 0
+    # an old client's endpoint is still served, with its old tag
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            str(state.make_url("/mlutp/v1/taxi/fast_info")),
+            json={"orders": [{"orderid": orderid, "tag": old_fast_info}]},
+            headers={"X-Yandex-UID": unique},
+        ) as resp,
+    ):
+        assert resp.status == 200
+        [part] = (await resp.json())["orders"]
+    assert part["orderid"] == orderid and "tips" not in part  # the old layout, as it was
+
+
+def test_the_route_is_polled_often_when_the_car_is_close_and_rarely_when_far():
+    options = ClientOptions()
+    assert route_interval_s(200, options) == 2.0
+    assert route_interval_s(1_500, options) == 5.0
+    assert route_interval_s(8_000, options) == 10.0
+    assert route_interval_s(50_000, options) == 20.0
+    assert route_interval_s(None, options) == 2.0  # no route yet: as often as the closest
+
+
+async def test_the_route_goes_out_with_the_apps_position_and_time_by_its_own_rule(
+    make_client: Callable[..., MlutpClient], emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    client = make_client(unique, ClientOptions(backoff_base_s=0))  # polls the route
+    client.position = (37.61, 55.75)
+    await client.launch()
+    await client._poll_routes()
+    served = await stats(emulator)
+    sent = served["recent"]["taxiroute"][-1]["body"]
+    assert sent["orderid"] == orderid and sent["coordinates"] == [37.61, 55.75]
+    assert sent["use_history"] is True and sent["timestamp"]
+    route = client.orders[0].parts["route"]
+    assert isinstance(route.fields["distance_left_m"], int)  # what the next interval is by
+    await client._poll_routes()  # not due yet: its interval has not passed
+    assert (await stats(emulator))["calls"]["taxiroute"] == served["calls"]["taxiroute"]
+
+
+async def test_a_user_change_shows_at_once_locked_and_unlocks_when_a_part_shows_it(
+    make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    client = make_client(unique)
+    await client.launch()
+    assert await client.change("taxi", orderid, "comment", "gate 4")
+    [view] = client.view()
+    assert view.locked and view.data["comment"] == "gate 4"  # optimistic
+    assert client._known()[0]["force"] is True
+    await client.cycle()
+    [view] = client.view()
+    assert not view.locked and view.data["comment"] == "gate 4"
+    assert client.change_results == [("taxi", orderid, "comment", "seen")]
+    assert "force" not in client._known()[0]
+
+
+async def test_two_devices_of_one_user_conflict_and_the_later_retries_once_after_catching_up(
+    make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    phone, tablet = make_client(unique), make_client(unique)
+    await phone.launch()
+    await tablet.launch()  # both hold the same version
+    assert await phone.change("taxi", orderid, "comment", "from the phone")
+    # the tablet's version is now stale: 409, it catches up (force), then retries once
+    assert await tablet.change("taxi", orderid, "comment", "from the tablet")
+    assert tablet.view()[0].locked
+    await tablet.cycle()  # holds the phone's version now: the retry goes out
+    await tablet.cycle()  # and is seen
+    assert tablet.change_results == [("taxi", orderid, "comment", "seen")]
+    assert tablet.view()[0].data["comment"] == "from the tablet"
+    await phone.cycle()
+    assert phone.view()[0].data["comment"] == "from the tablet"  # the later write, seen by both
+
+
+async def test_a_change_not_seen_in_time_fails_if_versioned_and_is_retried_once_if_not(
+    make_client: Callable[..., MlutpClient], emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    client = make_client(
+        unique, ClientOptions(backoff_base_s=0, poll_route=False, change_deadline_s=0)
+    )
+    await client.launch()
+    await set_fault(emulator, "totw", "down")  # no part can show the change
+    assert await client.change("taxi", orderid, "comment", "unseen")
+    await client.cycle()
+    assert client.change_results == [("taxi", orderid, "comment", "failed")]
+    assert not client.view()[0].locked and "force" not in client._known()[0]
+    assert await client.change("taxi", orderid, "tips", {"value": 30})
+    await client.cycle()  # past the deadline: the same request again, once
+    assert client.view()[0].locked
+    await client.cycle()  # past it again: released
+    assert client.change_results[-1] == ("taxi", orderid, "tips", "failed")
+    assert not client.view()[0].locked
+    # sent twice with one idempotency key: the tips changed once
+    changes = (await emulator.get("/emulator/v1/changes")).json()
+    tips_changes = [
+        c
+        for c in (await changes)["changes"]
+        if c["orderid"] == orderid and "tips" in c["fields"] and not c["created"]
+    ]
+    assert len(tips_changes) == 1
+    await set_fault(emulator, "totw", "ok")
+    assert (await totw(emulator, unique, orderid))["tips"] == {"value": 30}
+
+
+async def test_with_extended_order_info_every_order_renders_from_the_launch_alone(
+    make_client: Callable[..., MlutpClient], emulator: TestClient, unique: str
+):
+    for service in ("taxi", "eats"):
+        await create_order_id(emulator, unique, service)
+    # parts by request switched off: whatever renders came in the launch answer
+    client = make_client(unique, ClientOptions(parallel_requests=1, poll_route=False))
+    client._fetch_parts = no_part_requests  # type: ignore[method-assign]
+    await client.launch()
+    views = client.view()
+    assert len(views) == 2 and not any(view.loading for view in views)
+    taxi = next(view for view in views if view.service == "taxi")
+    assert taxi.data["status"] == taxi.status  # fast_info's fields are there
+
+
+async def no_part_requests(needed: object) -> set[tuple[str, str, str]]:
+    return set()

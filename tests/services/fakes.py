@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from services.bff.metrics import BffMetrics
+from services.bff.part_upstream import Fetched, FetchOutcome
 from services.bff.tag_cache import TagCache
-from services.orders_state.part_upstream import Fetched, FetchOutcome
 from shared import wire
 from shared.errors import OrderTagsUnavailable
 from shared.protocol.allowed_changes import SourceAllowance

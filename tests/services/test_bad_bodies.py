@@ -18,7 +18,7 @@ BAD_BODIES = {
     "an object nested 1000 levels": b'{"a": ' + b'{"a": ' * 999 + b"1" + b"}" * 1000,
 }
 HEADERS = {"X-Yandex-UID": "bad-body-user", "Authorization": f"Bearer {TEST_TOKEN}"}
-SAMPLE = {"service": "taxi", "orderid": "o1"}
+SAMPLE = {"service": "taxi", "orderid": "o1", "feature": "comment"}
 
 
 def post_paths(client: TestClient) -> list[str]:

@@ -31,7 +31,7 @@ def engine(tags: FakeOrderTags, **sources: FakeSource) -> OrdersStateEngine:
 
 
 def known(*orders: dict) -> list:
-    return parse_known_orders(list(orders), POLICY, Limits())
+    return parse_known_orders(list(orders), Limits())
 
 
 async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():

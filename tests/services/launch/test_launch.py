@@ -6,7 +6,7 @@ from __future__ import annotations
 import redis
 from aiohttp.test_utils import TestClient
 
-from tests.emulator_api import create_order_id
+from tests.emulator_api import create_order_id, set_fault, stats, totw
 from tests.services.conftest import POLICY, poll
 from tests.services.orders_state.test_poll import all_tags
 
@@ -55,24 +55,35 @@ async def test_launch_without_known_orders_lists_orders_and_the_policy(
     assert taxi_rules[2]["static"] is True
 
 
-async def test_the_policy_is_given_only_for_the_supported_services(
+async def test_launch_queries_only_the_supported_services_and_gives_their_policy(
     launch: TestClient, emulator: TestClient, unique: str
 ):
     eats_id = await create_order_id(emulator, unique, "eats")
-    _, body, _ = await poll(
+    eats_calls = (await stats(emulator))["calls"].get("source:eats", 0)
+    status, body, _ = await poll(
         launch,
         unique,
         {
-            "supported_services": ["taxi"],
+            "supported_services": ["taxi", "scooters"],  # scooters: not served here
             "known_orders": [
                 {"orderid": eats_id, "service": "eats", "status": "created", "tags": {}}
             ],
         },
         "/4.0/launch",
     )
+    assert status == 200
     state = body["mlutp_orders_state"]
     assert {r["service"] for r in state["polling_policy"]} == {"taxi"}
-    assert [o["orderid"] for o in state["orders"]] == [eats_id]
+    assert state["orders"] == []  # a known order of a service not supported is ignored
+    assert state["allowed_changes"] == [
+        {"service": "taxi", "can_make_more_orders": True},
+        {
+            "service": "scooters",
+            "can_make_more_orders": False,
+            "no_more_orders_reason": "service_unavailable",
+        },
+    ]
+    assert (await stats(emulator))["calls"].get("source:eats", 0) == eats_calls
 
 
 async def test_launch_with_known_orders_uses_their_tags(
@@ -100,3 +111,75 @@ async def test_launch_with_known_orders_uses_their_tags(
 async def test_supported_services_is_required(launch: TestClient):
     resp = await launch.post("/4.0/launch", json={}, headers={"X-Yandex-UID": "u"})
     assert resp.status == 400
+
+
+async def test_extended_order_info_brings_each_orders_required_parts_inline(
+    launch: TestClient, orders_state: TestClient, emulator: TestClient, unique: str
+):
+    taxi_id = await create_order_id(emulator, unique, "taxi", status="driving")
+    eats_id = await create_order_id(emulator, unique, "eats")
+    heavy_before = (await stats(emulator))["calls"]
+    _, body, _ = await poll(
+        launch,
+        unique,
+        {"supported_services": ["taxi", "eats"], "supported": ["extended_order_info"]},
+        "/4.0/launch",
+    )
+    taxi, eats = body["mlutp_orders_state"]["orders"]
+    assert (taxi["orderid"], eats["orderid"]) == (taxi_id, eats_id)
+    heavy_after = (await stats(emulator))["calls"]
+    fast_fields = POLICY.services["taxi"].rules[0].fields
+    doc = await totw(emulator, unique, taxi_id)
+    fast_info = taxi["parts"]["fast_info"]
+    assert {k: v for k, v in fast_info.items() if k != "tag"} == {
+        name: doc[name] for name in fast_fields if name in doc
+    }
+    assert taxi["need_request"] == ["rarely_changed", "static", "chat", "slow"]
+    assert set(eats["parts"]) == {"full_info"} and eats["need_request"] == []
+    # one heavy call per inlined part, nothing else
+    assert heavy_after.get("totw", 0) - heavy_before.get("totw", 0) == 1
+    assert heavy_after.get("eats_details", 0) - heavy_before.get("eats_details", 0) == 1
+    # the inline tag is a part endpoint's tag: polling with it, the part is not needed
+    _, polled, _ = await poll(
+        orders_state,
+        unique,
+        {
+            "known_orders": [
+                {
+                    "orderid": taxi_id,
+                    "service": "taxi",
+                    "status": "driving",
+                    "tags": {"fast_info": fast_info["tag"]},
+                }
+            ]
+        },
+    )
+    [again] = [o for o in polled["orders"] if o["orderid"] == taxi_id]
+    assert "fast_info" not in again["need_request"]
+
+
+async def test_a_required_part_that_could_not_be_fetched_is_left_out_and_stays_needed(
+    launch: TestClient, emulator: TestClient, unique: str
+):
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    await set_fault(emulator, "totw", "down")
+    try:
+        _, body, _ = await poll(
+            launch,
+            unique,
+            {"supported_services": ["taxi"], "supported": ["extended_order_info"]},
+            "/4.0/launch",
+        )
+    finally:
+        await set_fault(emulator, "totw", "ok")
+    [order] = body["mlutp_orders_state"]["orders"]
+    assert "parts" not in order and order["need_request"][0] == "fast_info"
+
+
+async def test_without_extended_order_info_nothing_comes_inline(
+    launch: TestClient, emulator: TestClient, unique: str
+):
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    _, body, _ = await poll(launch, unique, {"supported_services": ["taxi"]}, "/4.0/launch")
+    [order] = body["mlutp_orders_state"]["orders"]
+    assert "parts" not in order and "fast_info" in order["need_request"]

@@ -30,12 +30,6 @@ BAD = [
         "invalid_request",
     ),
     ("force of wrong type", {"known_orders": [order(force="yes")]}, "invalid_request"),
-    (
-        "unknown service",
-        {"known_orders": [{"orderid": "o", "service": "boats"}]},
-        "unknown_service",
-    ),
-    ("unknown supported service", {"supported_services": ["taxi", "boats"]}, "unknown_service"),
     ("more than 20 orders", {"known_orders": [order(i) for i in range(21)]}, "too_many_orders"),
     (
         "orderid over 128",

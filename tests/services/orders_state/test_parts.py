@@ -10,10 +10,11 @@ from aiohttp.test_utils import TestClient
 
 from shared.protocol.tags import decode_tag
 from shared.redis import tags_key
-from tests.emulator_api import change, create_order_id, set_fault, stats
+from tests.emulator_api import change, create_order_id, set_fault, stats, totw
 from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, poll
 
 FAST = "/mlutp/v1/taxi/fast_info"
+ROUTE = "/mlutp/v1/taxi/route"
 
 
 async def fetch(
@@ -29,14 +30,6 @@ async def calls(emulator: TestClient, target: str) -> int:
     served = await stats(emulator)
     count: int = served["calls"].get(target, 0)
     return count
-
-
-async def totw(emulator: TestClient, user: str, orderid: str) -> dict:
-    resp = await emulator.post(
-        "/3.0/taxiontheway", json={"orderid": orderid}, headers={"X-Yandex-UID": user}
-    )
-    doc: dict = await resp.json()
-    return doc
 
 
 async def test_a_part_is_exactly_its_fields_that_the_upstream_returned(
@@ -208,6 +201,24 @@ async def test_the_route_part_proxies_taxiroute(
     }
     other = await fetch(orders_state, f"{unique}-x", "/mlutp/v1/taxi/route", {"orderid": orderid})
     assert other == {"orderid": orderid, "error": {"update_status": "expired"}}
+
+
+async def test_the_old_taxiroute_request_without_orderid_routes_the_one_active_order(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    route_request = {"coordinates": [37.5, 55.7], "timestamp": "t", "use_history": True}
+    resp = await orders_state.post(ROUTE, json=route_request, headers={"X-Yandex-UID": unique})
+    assert resp.status == 404 and (await resp.json())["code"] == "no_active_order"
+    orderid = await create_order_id(emulator, unique, status="driving")
+    body = await fetch(orders_state, unique, ROUTE, route_request)
+    assert body["orderid"] == orderid and "route" in body
+    served = await stats(emulator)
+    assert served["recent"]["taxiroute"][-1]["body"] == {"orderid": orderid, **route_request}
+    await create_order_id(emulator, unique, status="searching")  # a second order
+    resp = await orders_state.post(ROUTE, json=route_request, headers={"X-Yandex-UID": unique})
+    assert resp.status == 400
+    error = await resp.json()
+    assert error["code"] == "orderid_required" and "orderid" in error["message"]
 
 
 async def test_deprecated_version_urls_are_served_and_counted(

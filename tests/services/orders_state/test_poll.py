@@ -106,18 +106,74 @@ async def test_invalid_tags_and_tags_of_another_policy_version_are_needed_and_no
 async def test_a_finished_order_is_left_out(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    orderid = await create_order_id(emulator, unique, status="transporting")
-    await advance(emulator, "taxi", orderid)  # → complete
+    orderid = await create_order_id(emulator, unique, "eats", status="delivering")
+    await advance(emulator, "eats", orderid)  # → delivered
     _, body, _ = await poll(
         orders_state,
         unique,
         {
             "known_orders": [
-                {"orderid": orderid, "service": "taxi", "status": "transporting", "tags": {}}
+                {"orderid": orderid, "service": "eats", "status": "delivering", "tags": {}}
             ]
         },
     )
     assert body["orders"] == []
+
+
+async def test_a_service_the_server_does_not_serve_is_unavailable_not_bad_input(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    boat = {"orderid": "b1", "service": "boats", "status": "sailing", "tags": {"hull": "h"}}
+    status, body, interval = await poll(
+        orders_state,
+        unique,
+        {"known_orders": [{**boat, "cabin": "7"}], "supported_services": ["taxi", "scooters"]},
+    )
+    assert status == 200
+    stale, actual = body["orders"]  # the stale order keeps its place: first, as listed
+    assert stale == {
+        **boat,
+        "cabin": "7",
+        "need_request": [],
+        "update_status": "stale",
+        "change_capabilities": {},  # a service not served defines none
+    }
+    assert actual["orderid"] == orderid and actual["update_status"] == "actual"
+    unavailable = {"can_make_more_orders": False, "no_more_orders_reason": "service_unavailable"}
+    assert body["allowed_changes"] == [
+        {"service": "taxi", "can_make_more_orders": True},
+        {"service": "scooters", **unavailable},
+        {"service": "boats", **unavailable},
+    ]
+    assert interval == 6000  # driving's 3000, doubled: the client holds an order it cannot see
+    # a service merely listed as supported costs nothing: not degraded
+    _, body, interval = await poll(
+        orders_state, unique, {"supported_services": ["taxi", "scooters"]}
+    )
+    assert interval == 3000 and [o["orderid"] for o in body["orders"]] == [orderid]
+
+
+async def test_an_order_carries_what_the_user_may_change_now_from_its_source(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    _, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    [order] = body["orders"]
+    assert order["change_capabilities"] == {
+        "cancel": {"allowed": True},
+        "change_destination": {"allowed": True},
+        "add_tips": {"allowed": True},
+        "change_payment": {"allowed": True},
+        "comment": {"allowed": True},
+    }
+    await advance(emulator, "taxi", orderid)  # waiting
+    await advance(emulator, "taxi", orderid)  # transporting: the trip has started
+    _, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    capabilities = body["orders"][0]["change_capabilities"]
+    assert capabilities["cancel"] == {"allowed": False, "reason": "trip_started"}
+    assert capabilities["comment"] == {"allowed": False, "reason": "too_late"}
+    assert capabilities["change_destination"] == {"allowed": True}
 
 
 async def test_missing_tags_are_created_before_answering(

@@ -6,7 +6,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from tests.emulator_api import create_order_id, set_fault, stats
-from tests.services.conftest import poll
+from tests.services.conftest import POLICY, poll
 
 
 async def shown_orders(orders_state: TestClient, user: str) -> list[dict]:
@@ -45,7 +45,18 @@ async def test_a_source_down_gives_stale_echo_and_nothing_moves_when_it_is_back(
         assert [o["orderid"] for o in body["orders"]] == [o["orderid"] for o in shown]
         for order, sent in zip(body["orders"], known, strict=True):
             if order["service"] == "eats":
-                assert order == {**sent, "need_request": [], "update_status": "stale"}
+                # nothing may be changed on data the server cannot see
+                nothing_allowed = {
+                    kind: {"allowed": False, "reason": "service_unavailable"}
+                    for kind in POLICY.services["eats"].change_capabilities
+                }
+                assert nothing_allowed
+                assert order == {
+                    **sent,
+                    "need_request": [],
+                    "update_status": "stale",
+                    "change_capabilities": nothing_allowed,
+                }
             else:
                 assert order["update_status"] == "actual" and "some_field" not in order
         assert body["allowed_changes"] == [
@@ -110,4 +121,13 @@ async def test_another_users_order_ids_reveal_nothing(
     # with the source down, the attacker only gets back what it sent itself
     await set_fault(emulator, "source:eats", "down")
     _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
-    assert body["orders"] == [{**guessed[1], "need_request": [], "update_status": "stale"}]
+    [stale] = body["orders"]
+    assert stale == {
+        **guessed[1],
+        "need_request": [],
+        "update_status": "stale",
+        "change_capabilities": {
+            kind: {"allowed": False, "reason": "service_unavailable"}
+            for kind in POLICY.services["eats"].change_capabilities
+        },
+    }

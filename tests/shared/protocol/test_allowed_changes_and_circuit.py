@@ -1,6 +1,12 @@
 from __future__ import annotations
 
-from shared.protocol.allowed_changes import AllowedChange, SourceAllowance, allowed_changes
+from shared.protocol.allowed_changes import (
+    AllowedChange,
+    ChangeCapability,
+    SourceAllowance,
+    allowed_changes,
+    unavailable_capabilities,
+)
 from shared.protocol.circuit import CircuitBreaker
 
 
@@ -46,3 +52,11 @@ def test_an_abandoned_probe_lets_the_next_call_probe():
     circuit.abandon()  # cancelled: no verdict
     assert circuit.allow(1.6)  # another probe may go
     assert circuit.is_open
+
+
+def test_a_stale_order_may_change_nothing_each_kind_says_service_unavailable():
+    assert unavailable_capabilities(["cancel", "comment"]) == {
+        "cancel": ChangeCapability(False, "service_unavailable"),
+        "comment": ChangeCapability(False, "service_unavailable"),
+    }
+    assert unavailable_capabilities([]) == {}  # a service not served defines none

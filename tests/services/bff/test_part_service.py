@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from services.orders_state.part_request import RequestedOrder
-from services.orders_state.part_service import PartService
+from services.bff.part_request import RequestedOrder
+from services.bff.part_service import PartService
 from shared.policy import load_policy
 from shared.protocol.tags import decode_tag
 from shared.wire import OrderKey
@@ -24,6 +24,7 @@ def service(tags: FakeOrderTags, upstream: GatedUpstream, *, coalesce: bool = Tr
         tag_cache(tags),
         {"totw": upstream},  # type: ignore[dict-item]
         metrics(),
+        {},  # no route requests here: no order source
         coalesce=coalesce,
     )
 

@@ -15,17 +15,19 @@ from typing import Any
 
 import msgspec
 
+from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
-from services.bff.tag_cache import TagCache
-from services.orders_state.field_cut import FieldCut
-from services.orders_state.part_request import RequestedOrder
-from services.orders_state.part_upstream import (
+from services.bff.part_request import RequestedOrder
+from services.bff.part_upstream import (
     Fetched,
     FetchOutcome,
     PartUpstreamClient,
     error_part,
 )
+from services.bff.sources import OrderSourceClient
+from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
+from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, part_content
 from shared.wire import OrderKey
 
@@ -70,12 +72,15 @@ class PartService:
         tag_cache: TagCache,
         upstreams: Mapping[str, PartUpstreamClient],
         metrics: BffMetrics,
+        sources: Mapping[str, OrderSourceClient],
         *,
         coalesce: bool = True,
     ) -> None:
         self.policy = policy
         self.tag_cache = tag_cache
         self.upstreams = upstreams
+        # the route part finds the user's one active order when the request names none
+        self.sources = sources
         self.metrics = metrics
         self.coalesce = coalesce
         self._in_flight: dict[FetchKey, OrderFetch] = {}
@@ -214,7 +219,12 @@ class PartService:
         """The route part: taxiroute proxied for one order. It has no content tag (the
         client polls it by its own route rules), so its tag's content is unknown."""
         self.count_request(endpoint)
-        orderid: str = body["orderid"]
+        orderid = body.get("orderid")
+        if orderid is None:
+            listed = await self.sources[endpoint.service].list_active(headers)
+            active = [order.orderid for order in listed.orders] if listed is not None else None
+            orderid = route_orderid(None, active)
         body = {name: value for name, value in body.items() if value is not None}
+        body["orderid"] = orderid
         fetched = await self.upstreams[endpoint.rule.part_type].fetch(body, headers)
         return self._part(endpoint, orderid, fetched, None, int(time.time() * 1000))

@@ -1,0 +1,44 @@
+"""Launch with extended order info (SPEC: Extended order info, stage 3): the required parts
+an order needs come inline in the launch answer, so the client renders every order from it
+alone. Which parts go inline, and how a fetched part goes in; pure, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+EXTENDED_ORDER_INFO = "extended_order_info"
+
+
+def parts_to_inline(
+    orders: Sequence[Mapping[str, Any]], required: Mapping[str, Sequence[str]]
+) -> dict[tuple[str, str], list[str]]:
+    """(service, part) → the orders to fetch it for: each actual order's required parts that
+    it needs (a part the client holds a valid tag of is not fetched again)."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for order in orders:
+        if order["update_status"] != "actual":
+            continue
+        for part in required.get(order["service"], ()):
+            if part in order["need_request"]:
+                wanted.setdefault((order["service"], part), []).append(order["orderid"])
+    return wanted
+
+
+def inline_parts(
+    order: Mapping[str, Any], fetched: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The order with its fetched parts under `parts` (the part's fields and its tag) and out
+    of `need_request`. A part that failed is left out and stays needed."""
+    parts = {
+        name: {key: value for key, value in result.items() if key != "orderid"}
+        for name, result in fetched.items()
+        if "error" not in result
+    }
+    if not parts:
+        return dict(order)
+    return {
+        **order,
+        "need_request": [name for name in order["need_request"] if name not in parts],
+        "parts": parts,
+    }

@@ -1,0 +1,43 @@
+"""Extended order info (SPEC: Extended order info, stage 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.protocol.extended_info import inline_parts, parts_to_inline
+
+REQUIRED = {"taxi": ["fast_info"], "eats": ["full_info"]}
+
+
+def order(orderid: str, service: str, need: list[str], status: str = "actual") -> dict[str, Any]:
+    return {"orderid": orderid, "service": service, "need_request": need, "update_status": status}
+
+
+def test_each_actual_order_gets_the_required_parts_it_needs():
+    orders = [
+        order("t1", "taxi", ["fast_info", "chat"]),
+        order("t2", "taxi", ["chat"]),  # holds a valid fast_info tag: not fetched again
+        order("e1", "eats", ["full_info"]),
+        order("e2", "eats", [], status="stale"),  # the source is down: nothing to fetch
+    ]
+    assert parts_to_inline(orders, REQUIRED) == {
+        ("taxi", "fast_info"): ["t1"],
+        ("eats", "full_info"): ["e1"],
+    }
+
+
+def test_a_fetched_part_is_inline_with_its_tag_and_not_in_need_request():
+    inlined = inline_parts(
+        order("t1", "taxi", ["fast_info", "chat"]),
+        {"fast_info": {"orderid": "t1", "tag": "tg", "status": "driving"}},
+    )
+    assert inlined["parts"] == {"fast_info": {"tag": "tg", "status": "driving"}}
+    assert inlined["need_request"] == ["chat"]
+
+
+def test_a_part_that_failed_is_left_out_and_stays_needed():
+    original = order("t1", "taxi", ["fast_info", "chat"])
+    inlined = inline_parts(
+        original, {"fast_info": {"orderid": "t1", "error": {"update_status": "stale"}}}
+    )
+    assert "parts" not in inlined and inlined["need_request"] == ["fast_info", "chat"]
