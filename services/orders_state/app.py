@@ -46,6 +46,7 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
             WaitingConfig(
                 max_waiting=settings.max_waiting,
                 subscribe_deadline_s=settings.wakeup_subscribe_deadline_s,
+                wakeup_settle_s=settings.wakeup_settle_s,
                 interval_max_ms=protocol.interval_max_ms,
             ),
             metrics,

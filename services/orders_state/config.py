@@ -24,6 +24,14 @@ class OrdersStateSettings(BffSettings):
     wakeup_linger_s: float = Field(
         5.0, ge=0, validation_alias=AliasChoices("MLUTP_WAKEUP_LINGER_S", "wakeup_linger_s")
     )
+    # after a wake-up a waiting poll looks again this much later, so a burst of writes to one
+    # order is one answer and one round of part fetches, not one per write
+    wakeup_settle_s: float = Field(
+        0.1,
+        ge=0,
+        le=5,
+        validation_alias=AliasChoices("MLUTP_WAKEUP_SETTLE_S", "wakeup_settle_s"),
+    )
     # how long a poll may take to subscribe to its orders' channels before it answers at once
     # (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
     # burst of polls the confirmations queue behind the process's own event loop

@@ -60,6 +60,9 @@ class WaitingConfig:
     max_waiting: int = 10_000
     # how long subscribing to the orders' channels may take before the poll gives up waiting
     subscribe_deadline_s: float = 0.5
+    # after a wake-up, look again this much later: the writes of one burst (a feature writing
+    # several parts, changes made in one go) come as one answer and one round of part fetches
+    wakeup_settle_s: float = 0.1
     # past the cap, the interval given grows by this much (load shedding)
     shed_factor: float = 2.0
     interval_max_ms: int = 60_000
@@ -206,6 +209,11 @@ class WaitingPolls:
             woken = waiter.event.is_set()
             if self.shutting_down:
                 return WaitedAnswer(result, WaitCause.SHUTDOWN)
+            if woken and self.config.wakeup_settle_s > 0:
+                # a debounce by nature: the rest of a burst of writes is not announced
+                await asyncio.sleep(self.config.wakeup_settle_s)
+                if self.shutting_down:
+                    return WaitedAnswer(result, WaitCause.SHUTDOWN)
             if not woken and loop.time() >= ends_at:
                 # the last look had no news, and the client polls again at once: a lost
                 # wake-up is seen by that poll's tags, so looking again here would only double

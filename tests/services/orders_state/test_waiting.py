@@ -104,6 +104,29 @@ async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
     assert time.monotonic() - started < 10  # woken, not timed out
 
 
+async def test_a_burst_of_writes_to_an_order_comes_as_one_answer(
+    make_orders_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    # a settle window far longer than two back-to-back writes take, on any machine
+    client = await make_orders_state(wakeup_settle_s=2.0)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    waiting = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
+    await held(client, waiting)
+    await change(emulator, "taxi", orderid, {"comment": "by the gate"})  # wakes the poll
+    # the burst's second write comes a moment later: the spread of a burst is time itself
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # still settling
+    history = [{"from": "driver", "text": "here"}]
+    await change(emulator, "taxi", orderid, {"chathistory": history})  # within the window
+    order, headers = await waiting
+    assert headers["X-Mlutp-Wait"] == "wakeup"
+    # one answer, so one round of part fetches for both writes
+    assert order["need_request"] == ["fast_info", "rarely_changed", "chat"]
+
+
 async def test_with_no_news_the_answer_comes_when_the_wait_ends(
     waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
 ):
