@@ -39,6 +39,8 @@ from shared.redis import tags_key
 POLICY = load_policy()
 TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
 IDLE_S = 3.0
+# how long after the last poll arrived the server may take to hold them all
+RAMP_GRACE_S = 30.0
 
 
 def process_of(stack: Stack, name: str) -> psutil.Process:
@@ -143,8 +145,19 @@ async def main(polls: int, wake: int, rate: float) -> None:
                 next_at += 1 / rate
                 await asyncio.sleep(max(0.0, next_at - loop.time()))  # pacing the arrivals
             # then until the server holds every poll not resting between polls; the gauge is
-            # another process's, so there is no event to await: it is read again
-            while await waiting_now() < len(held) - resting:  # noqa: ASYNC110
+            # another process's, so there is no event to await: it is read again. Bounded: a
+            # server that cannot hold them all (the tag cache's circuit open under the ramp,
+            # say) ends the run with what it answered
+            ramp_deadline = loop.time() + RAMP_GRACE_S
+            while await waiting_now() < len(held) - resting:
+                if loop.time() > ramp_deadline:
+                    for task in held:
+                        task.cancel()
+                    await asyncio.gather(*held, return_exceptions=True)
+                    raise SystemExit(
+                        f"orders_state did not hold {polls} polls {RAMP_GRACE_S:.0f} s after the "
+                        f"last arrived; answers by X-Mlutp-Wait: {dict(causes)}"
+                    )
                 await asyncio.sleep(0.1)
             ramp_s = time.perf_counter() - ramp_started
             ramp_causes = dict(causes)

@@ -25,9 +25,11 @@ class OrdersStateSettings(BffSettings):
         5.0, ge=0, validation_alias=AliasChoices("MLUTP_WAKEUP_LINGER_S", "wakeup_linger_s")
     )
     # after a wake-up a waiting poll looks again this much later, so a burst of writes to one
-    # order is one answer and one round of part fetches, not one per write
+    # order is one answer and one round of part fetches, not one per write. Off by default:
+    # with the emulator's change profile 0.1 s left heavy calls per change as they were
+    # (1.11) and cost 0.1 s of freshness (docs/loadtest-results.md)
     wakeup_settle_s: float = Field(
-        0.1,
+        0.0,
         ge=0,
         le=5,
         validation_alias=AliasChoices("MLUTP_WAKEUP_SETTLE_S", "wakeup_settle_s"),

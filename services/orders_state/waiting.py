@@ -62,7 +62,7 @@ class WaitingConfig:
     subscribe_deadline_s: float = 0.5
     # after a wake-up, look again this much later: the writes of one burst (a feature writing
     # several parts, changes made in one go) come as one answer and one round of part fetches
-    wakeup_settle_s: float = 0.1
+    wakeup_settle_s: float = 0.0
     # past the cap, the interval given grows by this much (load shedding)
     shed_factor: float = 2.0
     interval_max_ms: int = 60_000
