@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 import uvloop
 
-from devtools.stack import Stack, free_ports_env
+from devtools.stack import Stack, cancel_current_task, free_ports_env
 
 HEAVY = ("totw", "eats_details")
 LAUNCH_BODY = {"supported_services": ["taxi", "eats"]}
@@ -86,8 +87,10 @@ async def main(users: int) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
     env["EMULATOR_DRIVER_ENABLED"] = "false"
     stack = Stack(env)
-    await stack.start()
+    # SIGTERM (timeout, a CI limit) stops the run through `finally`: no stack left behind
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel_current_task())
     try:
+        await stack.start()
         emulator, state = stack.url("emulator"), stack.url("orders_state")
         launch = f"{stack.url('launch')}/4.0/launch"
         async with aiohttp.ClientSession() as session:

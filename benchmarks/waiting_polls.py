@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ import psutil
 import redis.asyncio as aioredis
 import uvloop
 
-from devtools.stack import Stack, free_ports_env
+from devtools.stack import Stack, cancel_current_task, free_ports_env
 from services.bff.wire import INTERVAL_HEADER
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
@@ -66,8 +67,10 @@ async def main(polls: int, wake: int, rate: float) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR", "MLUTP_MAX_WAITING": "20000"}
     env["EMULATOR_DRIVER_ENABLED"] = "false"
     stack = Stack(env)
-    await stack.start()
+    # SIGTERM (timeout, a CI limit) stops the run through `finally`: no stack left behind
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel_current_task())
     try:
+        await stack.start()
         emulator, state = stack.url("emulator"), stack.url("orders_state")
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         connector = aiohttp.TCPConnector(limit=0)

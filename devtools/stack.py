@@ -9,7 +9,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -64,6 +64,18 @@ async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s
                 raise RuntimeError(f"{url}/ping did not answer within {timeout_s} s")
             # nothing to await but the port itself: poll it
             await asyncio.sleep(0.05)
+
+
+def cancel_current_task() -> Callable[[], None]:
+    """A signal handler that cancels the task running now (a script's main), so its `finally`
+    closes what it started."""
+    task = asyncio.current_task()
+    assert task is not None
+
+    def cancel() -> None:
+        task.cancel()
+
+    return cancel
 
 
 class Stack:
