@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -29,21 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 import uvloop
 
-from devtools.stack import Stack, cancel_current_task, free_ports_env
+from benchmarks.loadgen import percentile
+from devtools.loadtest import HEAVY_TARGETS
+from devtools.stack import free_ports_env, own_stack
 
-HEAVY = ("totw", "eats_details")
 LAUNCH_BODY = {"supported_services": ["taxi", "eats"]}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def heavy_calls(session: aiohttp.ClientSession, emulator: str) -> int:
     async with session.get(f"{emulator}/emulator/v1/stats") as response:
         calls = (await response.json())["calls"]
-    return sum(calls.get(target, 0) for target in HEAVY)
+    return sum(calls.get(target, 0) for target in HEAVY_TARGETS)
 
 
 async def post(
@@ -86,11 +81,7 @@ async def extended_start(session: aiohttp.ClientSession, launch: str, user: str)
 async def main(users: int) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
     env["EMULATOR_DRIVER_ENABLED"] = "false"
-    stack = Stack(env)
-    # SIGTERM (timeout, a CI limit) stops the run through `finally`: no stack left behind
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel_current_task())
-    try:
-        await stack.start()
+    async with own_stack(env) as stack:
         emulator, state = stack.url("emulator"), stack.url("orders_state")
         launch = f"{stack.url('launch')}/4.0/launch"
         async with aiohttp.ClientSession() as session:
@@ -122,8 +113,6 @@ async def main(users: int) -> None:
         ratio = percentile(times["extended"], 0.5) / percentile(times["plain"], 0.5)
         print(f"extended / plain, p50 time to the first frame: {ratio:.2f}")
         print(f"extended / plain, heavy calls per start: {calls['extended'] / calls['plain']:.2f}")
-    finally:
-        await stack.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,14 @@ import time
 from dataclasses import dataclass, field
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile of the values by rank (0 for none)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 @dataclass
 class LoadResult:
     requests: int = 0
@@ -35,10 +43,7 @@ class LoadResult:
         )
 
     def percentile(self, q: float) -> float:
-        if not self.latencies:
-            return 0.0
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return percentile(self.latencies, q)
 
 
 def bench_args(doc: str | None, connections: int = 32) -> argparse.Namespace:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 import time
 from collections import Counter
@@ -31,7 +30,8 @@ import psutil
 import redis.asyncio as aioredis
 import uvloop
 
-from devtools.stack import Stack, cancel_current_task, free_ports_env
+from benchmarks.loadgen import percentile
+from devtools.stack import Stack, free_ports_env, own_stack
 from services.bff.wire import INTERVAL_HEADER
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
@@ -58,19 +58,10 @@ async def cpu_while(process: psutil.Process, seconds: float) -> float:
     return used / seconds
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def main(polls: int, wake: int, rate: float) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR", "MLUTP_MAX_WAITING": "20000"}
     env["EMULATOR_DRIVER_ENABLED"] = "false"
-    stack = Stack(env)
-    # SIGTERM (timeout, a CI limit) stops the run through `finally`: no stack left behind
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel_current_task())
-    try:
-        await stack.start()
+    async with own_stack(env) as stack:
         emulator, state = stack.url("emulator"), stack.url("orders_state")
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         connector = aiohttp.TCPConnector(limit=0)
@@ -206,8 +197,6 @@ async def main(polls: int, wake: int, rate: float) -> None:
             f"write-to-answer ms: p50 {percentile(delays, 0.5):.1f}, "
             f"p99 {percentile(delays, 0.99):.1f}, max {max(delays):.1f}"
         )
-    finally:
-        await stack.close()
 
 
 if __name__ == "__main__":

@@ -100,9 +100,10 @@ class Part:
 @dataclass
 class PendingChange:
     """A user change sent and not yet seen in a part: the order stays locked, shows the new
-    value, and is polled with force."""
+    value, and is polled with force. `feature` None: a change made outside this client
+    (`user_changed`), known only by the version it returned."""
 
-    feature: str
+    feature: str | None
     value: Any
     deadline: float
     # versioned: the data version that shows it (or, after a conflict, the one to wait for
@@ -113,8 +114,8 @@ class PendingChange:
     retried: bool = False
 
     @property
-    def field(self) -> str:
-        return FEATURE_FIELDS[self.feature]
+    def field(self) -> str | None:
+        return FEATURE_FIELDS[self.feature] if self.feature is not None else None
 
 
 @dataclass
@@ -126,18 +127,16 @@ class Order:
     # the source's brief fields (actual) or what we echo for ourselves (stale)
     brief: dict[str, Any] = field(default_factory=dict)
     parts: dict[str, Part] = field(default_factory=dict)
-    # a user change waits to be seen: (version, deadline)
-    pending_version: int | None = None
     seen_version: int = 0
+    # a user change waits to be seen
     pending_change: PendingChange | None = None
+    # kind of change → {"allowed": bool, "reason"?: str}, as the last answer said
+    change_capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def locked(self) -> bool:
-        """A user change is on its way: the UI keeps the order locked."""
-        return self.pending_version is not None or self.pending_change is not None
-
-    # kind of change → {"allowed": bool, "reason"?: str}, as the last answer said
-    change_capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
+        """A user change is on its way: the UI keeps the order locked, polls with force."""
+        return self.pending_change is not None
 
 
 @dataclass(frozen=True)
@@ -460,10 +459,11 @@ class MlutpClient:
                     self._change_done(order, "failed")
 
     def _change_seen(self, order: Order, pending: PendingChange) -> bool:
-        if pending.idempotency_key is not None:
+        field_name = pending.field
+        if pending.idempotency_key is not None and field_name is not None:
             # last-write-wins: the requested value itself is what shows it
             return any(
-                part.arrived and part.fields.get(pending.field) == pending.value
+                part.arrived and part.fields.get(field_name) == pending.value
                 for part in order.parts.values()
             )
         return pending.version is not None and order.seen_version >= pending.version
@@ -471,7 +471,7 @@ class MlutpClient:
     def _change_done(self, order: Order, outcome: str) -> None:
         """Seen or failed: the lock is released and force stops."""
         pending = order.pending_change
-        if pending is not None:
+        if pending is not None and pending.feature is not None:
             self.change_results.append((order.service, order.orderid, pending.feature, outcome))
         order.pending_change = None
         self._publish([order], set())
@@ -483,12 +483,13 @@ class MlutpClient:
         return None
 
     def user_changed(self, service: str, orderid: str, version: int) -> None:
-        """The user changed the order and the feature returned `version`: lock the order and
-        poll with force until a part shows it."""
-        for order in self.orders:
-            if (order.service, order.orderid) == (service, orderid):
-                order.pending_version = version
-                self._publish([order], set())
+        """The user changed the order elsewhere and its feature returned `version`: lock the
+        order and poll with force until a part shows it (or the deadline passes)."""
+        order = self._order(service, orderid)
+        if order is not None:
+            deadline = time.monotonic() + self.options.change_deadline_s
+            order.pending_change = PendingChange(None, None, deadline, version=version)
+            self._publish([order], set())
 
     def view(self) -> list[OrderView]:
         return [
@@ -508,7 +509,7 @@ class MlutpClient:
                 "status": order.status,
                 "tags": {name: p.tag for name, p in order.parts.items() if p.tag},
             }
-            if order.pending_version is not None or order.pending_change is not None:
+            if order.locked:
                 entry["force"] = True
             known.append(entry)
         return known
@@ -627,8 +628,6 @@ class MlutpClient:
             order.seen_version = version
             if self.on_version_seen is not None:
                 self.on_version_seen(order.service, order.orderid, version, time.time())
-        if order.pending_version is not None and version >= order.pending_version:
-            order.pending_version = None  # the change is seen: unlock
 
     def _publish(
         self,
@@ -665,9 +664,10 @@ class MlutpClient:
             data: dict[str, Any] = {}
             for part in order.parts.values():
                 data.update(part.fields)
-            if order.pending_change is not None:
+            pending = order.pending_change
+            if pending is not None and pending.field is not None:
                 # optimistic: the user sees what they asked for while it is on its way
-                data[order.pending_change.field] = order.pending_change.value
+                data[pending.field] = pending.value
             self._visible[key] = OrderView(
                 orderid=order.orderid,
                 service=order.service,

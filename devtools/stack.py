@@ -9,7 +9,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -66,18 +66,6 @@ async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s
             await asyncio.sleep(0.05)
 
 
-def cancel_current_task() -> Callable[[], None]:
-    """A signal handler that cancels the task running now (a script's main), so its `finally`
-    closes what it started."""
-    task = asyncio.current_task()
-    assert task is not None
-
-    def cancel() -> None:
-        task.cancel()
-
-    return cancel
-
-
 class Stack:
     def __init__(self, env: Mapping[str, str], services: Sequence[StackService] = STACK) -> None:
         self.services = services
@@ -129,3 +117,20 @@ class Stack:
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
             self.redis = None
+
+
+@contextlib.asynccontextmanager
+async def own_stack(env: Mapping[str, str]) -> AsyncIterator[Stack]:
+    """A script's stack of its own, started and always closed: SIGTERM (a `timeout`, a CI
+    limit) cancels the script's task, so no process is left behind."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    stack = Stack(env)
+    try:
+        await stack.start()
+        yield stack
+    finally:
+        await stack.close()
+        loop.remove_signal_handler(signal.SIGTERM)

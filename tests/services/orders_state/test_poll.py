@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient
 
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
-from tests.services.conftest import DEPRECATED_TAXI_VERSION, client_tag, poll
+from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, client_tag, poll
 
 TAXI_TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
 
@@ -174,6 +174,17 @@ async def test_an_order_carries_what_the_user_may_change_now_from_its_source(
     assert capabilities["cancel"] == {"allowed": False, "reason": "trip_started"}
     assert capabilities["comment"] == {"allowed": False, "reason": "too_late"}
     assert capabilities["change_destination"] == {"allowed": True}
+
+
+async def test_every_answer_names_the_policy_version_served_of_each_queried_service(
+    orders_state: TestClient, launch: TestClient, unique: str
+):
+    body = {"supported_services": ["taxi", "eats", "scooters"]}  # scooters: not served
+    expected = {service: POLICY.version(service) for service in ("taxi", "eats")}
+    _, polled, _ = await poll(orders_state, unique, body)
+    assert polled["policy_versions"] == expected
+    _, launched, _ = await poll(launch, unique, body, "/4.0/launch")
+    assert launched["mlutp_orders_state"]["policy_versions"] == expected
 
 
 async def test_missing_tags_are_created_before_answering(
