@@ -13,6 +13,7 @@ from emulator.faults import Faults
 from emulator.features import Features
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
 from emulator.stats import Stats
+from emulator.world import FEATURES as USER_FEATURES
 from emulator.world import World
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
@@ -58,7 +59,13 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     router.add_post("/emulator/v1/orders", handlers.create_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/advance", handlers.advance_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/change", handlers.change_order)
-    router.add_post("/emulator/v1/features/{service}/{orderid}/{feature}", handlers.user_change)
+    features = "/emulator/v1/features/{service}/{orderid}"
+    # a route per feature, each with its own body: versioned or last-write-wins
+    feature_kinds = {name: f.versioned for fs in USER_FEATURES.values() for name, f in fs.items()}
+    for name, versioned in sorted(feature_kinds.items()):
+        handler = handlers.versioned_change if versioned else handlers.last_write_wins_change
+        router.add_post(f"{features}/{name}", handler)
+    router.add_post(f"{features}/feedback", handlers.feedback)
     router.add_post("/emulator/v1/faults", handlers.set_fault)
     router.add_get("/emulator/v1/stats", handlers.get_stats)
     router.add_post("/emulator/v1/driver", handlers.set_driver)

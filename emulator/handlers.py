@@ -30,7 +30,9 @@ _create = msgspec.json.Decoder(ew.CreateOrder)
 _change = msgspec.json.Decoder(ew.ChangeFields)
 _fault = msgspec.json.Decoder(ew.FaultRequest)
 _driver = msgspec.json.Decoder(ew.DriverRequest)
-_user_change = msgspec.json.Decoder(ew.UserChange)
+_versioned_change = msgspec.json.Decoder(ew.VersionedChange)
+_last_write_wins_change = msgspec.json.Decoder(ew.LastWriteWinsChange)
+_feedback = msgspec.json.Decoder(ew.Feedback)
 _any = msgspec.json.Decoder(dict[str, Any])
 
 
@@ -165,29 +167,66 @@ async def change_order(request: web.Request) -> web.Response:
     )
 
 
-async def user_change(request: web.Request) -> web.Response:
-    """The user change endpoints of the feature services, called by clients (as the user)."""
+def _feature(request: web.Request) -> str:
+    # each feature has a route of its own (its own body), named by its last path segment
+    resource = request.match_info.route.resource
+    assert resource is not None
+    return resource.canonical.rsplit("/", 1)[-1]
+
+
+async def versioned_change(request: web.Request) -> web.Response:
+    """A versioned feature's user change (destination, comment), called by clients."""
+    body = await read_json(request, _versioned_change)
+    return await _user_change(request, body.value, known_version=body.version)
+
+
+async def last_write_wins_change(request: web.Request) -> web.Response:
+    """A last-write-wins feature's user change (tips), called by clients."""
+    body = await read_json(request, _last_write_wins_change)
+    return await _user_change(
+        request,
+        body.value,
+        idempotency_key=body.idempotency_key,
+        requested_at_ms=body.requested_at_ms,
+    )
+
+
+async def feedback(request: web.Request) -> web.Response:
+    """The user rates a finished trip (it stays listed until rated)."""
+    body = await read_json(request, _feedback)
     service, orderid = _service(request), request.match_info["orderid"]
-    feature = request.match_info["feature"]
-    user_id = _user_id(request)
-    body = await read_json(request, _user_change)
     features = request.app[FEATURES]
     try:
-        if feature == "feedback":
-            if body.rating is None:
-                raise BadRequest("feedback needs a rating (1-5)", code="invalid_change")
-            version = await features.rate(service, orderid, user_id, body.rating)
-        else:
-            version = await features.user_change(
-                service,
-                orderid,
-                user_id,
-                feature,
-                body.value,
-                known_version=body.version,
-                idempotency_key=body.idempotency_key,
-                requested_at_ms=body.requested_at_ms,
-            )
+        version = await features.rate(service, orderid, _user_id(request), body.rating)
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    except InvalidChange as exc:
+        raise BadRequest(str(exc), code="invalid_change") from exc
+    return json_response(ew.UserChanged(orderid, "feedback", version))
+
+
+async def _user_change(
+    request: web.Request,
+    value: Any,
+    *,
+    known_version: int | None = None,
+    idempotency_key: str | None = None,
+    requested_at_ms: int = 0,
+) -> web.Response:
+    service, orderid = _service(request), request.match_info["orderid"]
+    feature = _feature(request)
+    features = request.app[FEATURES]
+    try:
+        version = await features.user_change(
+            service,
+            orderid,
+            _user_id(request),
+            feature,
+            value,
+            known_version=known_version,
+            idempotency_key=idempotency_key,
+            requested_at_ms=requested_at_ms,
+        )
     except UnknownOrder as exc:
         raise NotFound(str(exc), code="order_not_found") from exc
     except VersionConflict as exc:
@@ -225,8 +264,10 @@ async def get_changes(request: web.Request) -> web.Response:
     """Data changes after `since` (a sequence number), oldest first: for freshness figures."""
     try:
         since = int(request.query.get("since", "0"))
+        if since < 0:
+            raise ValueError(since)
     except ValueError as exc:
-        raise BadRequest("since must be an integer") from exc
+        raise BadRequest("since must be an integer ≥ 0") from exc
     changes = [
         {
             "seq": c.seq,

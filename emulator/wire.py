@@ -10,6 +10,9 @@ from emulator.faults import FaultMode
 from shared.wire import OrderId, ServiceName
 
 UserId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+# the largest integer every JSON parser holds exactly (JavaScript's Number.MAX_SAFE_INTEGER)
+MAX_SAFE_INTEGER = 2**53 - 1
+SafeCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 
 
 class OrderRequest(msgspec.Struct):
@@ -55,16 +58,24 @@ class DriverRequest(msgspec.Struct, forbid_unknown_fields=True):
     enabled: bool
 
 
-class UserChange(msgspec.Struct, forbid_unknown_fields=True):
-    """A change the user makes through a feature service. Versioned features take the
-    `version` the client knows; last-write-wins ones an idempotency key and the time the user
-    made the request; `feedback` takes a rating."""
+class VersionedChange(msgspec.Struct, forbid_unknown_fields=True):
+    """A versioned feature's change (destination, comment): the data version the client holds."""
 
+    version: SafeCount
     value: Any = None
-    version: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
-    requested_at_ms: Annotated[int, msgspec.Meta(ge=0)] = 0
-    rating: Annotated[int, msgspec.Meta(ge=1, le=5)] | None = None
+
+
+class LastWriteWinsChange(msgspec.Struct, forbid_unknown_fields=True):
+    """A last-write-wins feature's change (tips): a repeated idempotency key changes nothing
+    twice; the latest request by the time the user made it wins."""
+
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    value: Any = None
+    requested_at_ms: SafeCount = 0
+
+
+class Feedback(msgspec.Struct, forbid_unknown_fields=True):
+    rating: Annotated[int, msgspec.Meta(ge=1, le=5)]
 
 
 class UserChanged(msgspec.Struct):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
@@ -158,6 +159,81 @@ def load_settings(service: str, settings_class: Callable[[], S]) -> S:
         raise SystemExit(2) from None
 
 
+class JsonErrorRequestHandler(web.RequestHandler):
+    """aiohttp answers a request it cannot parse (a malformed request line or header, a
+    Content-Length beside a Transfer-Encoding) itself, before any middleware runs, in plain
+    text. This answers it with the services' `{"code", "message"}` body instead."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        # the stock handler logs the error and refuses if a response was begun already
+        super().handle_error(request, status, exc, message)
+        if status >= 500:
+            response = error_response(status, "internal_error", "internal error")
+        else:
+            reason = (message or "").strip().split("\n", 1)[0].rstrip(":")
+            code = _HTTP_CODES.get(status, "http_error")
+            response = error_response(status, code, reason or "the request is malformed")
+        response.force_close()
+        return response
+
+
+class JsonErrorServer(web.Server):
+    def __call__(self) -> web.RequestHandler:
+        return JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class ServiceRunner(web.AppRunner):
+    """An AppRunner whose connections answer parse errors with a JSON body
+    (JsonErrorRequestHandler); the app's own startup and cleanup are the stock ones."""
+
+    def __init__(self, app: web.Application, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._server_kwargs = {
+            k: v for k, v in kwargs.items() if k not in ("handle_signals", "shutdown_timeout")
+        }
+
+    async def _make_server(self) -> web.Server:
+        stock = await super()._make_server()
+        return JsonErrorServer(
+            stock.request_handler,
+            request_factory=stock.request_factory,
+            **self._server_kwargs,
+        )
+
+
+async def serve(
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    shutdown_timeout_s: float,
+    handler_cancellation: bool,
+    on_listening: Callable[[], None] = lambda: None,
+) -> None:
+    """Serve `app` until cancelled or SIGINT/SIGTERM (GracefulExit); in-flight requests get
+    `shutdown_timeout_s` to finish. web.run_app's loop, with a ServiceRunner."""
+    runner = ServiceRunner(
+        app,
+        handle_signals=True,
+        shutdown_timeout=shutdown_timeout_s,
+        access_log=None,
+        handler_cancellation=handler_cancellation,
+    )
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        on_listening()
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
 def run_service(
     service: str,
     settings_class: Callable[[], S],
@@ -177,15 +253,26 @@ def run_service(
     setup_logging(service, settings.log_level, settings.log_json)
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.port,
-        shutdown_timeout=settings.shutdown_timeout_s,
-        access_log=None,
-        handler_cancellation=handler_cancellation,
-        print=lambda msg: log.info(
-            "listening", extra={"url": f"http://{settings.host}:{settings.port}"}
-        ),
-        loop=loop,
+    main = loop.create_task(
+        serve(
+            app,
+            settings.host,
+            settings.port,
+            shutdown_timeout_s=settings.shutdown_timeout_s,
+            handler_cancellation=handler_cancellation,
+            on_listening=lambda: log.info(
+                "listening", extra={"url": f"http://{settings.host}:{settings.port}"}
+            ),
+        )
     )
+    try:
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        if not main.done():
+            main.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(main)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

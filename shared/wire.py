@@ -101,6 +101,13 @@ def decode(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
     if not body:
         raise BadRequest("request body is empty; a JSON object is expected")
     try:
+        # JSON is UTF-8 (RFC 8259) everywhere, also in the fields the decoder only skips
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(
+            f"malformed JSON: not UTF-8 at byte {exc.start}", code="malformed_json"
+        ) from exc
+    try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid request: {exc}", code="invalid_request") from exc

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
+from aiohttp.test_utils import TestServer
+from aiohttp.web_runner import BaseRunner
 from pydantic_settings import BaseSettings
 
 from emulator.app import create_app as create_emulator
@@ -14,6 +18,7 @@ from services.order_tags.config import OrderTagsSettings
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
+from shared.web import ServiceRunner
 
 
 def all_apps(redis: RedisSettings | None = None) -> list[tuple[str, web.Application]]:
@@ -32,3 +37,11 @@ SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
     "orders_state": OrdersStateSettings,
     "launch": LaunchSettings,
 }
+
+
+class ServiceTestServer(TestServer):
+    """A TestServer on the services' own runner (shared.web.ServiceRunner), so that what
+    aiohttp answers before a handler runs is what production answers."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return ServiceRunner(self.app, **kwargs)

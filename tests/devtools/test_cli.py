@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,18 +12,7 @@ import psutil
 import pytest
 
 from devtools.stack import STACK
-from shared.embedded_redis import free_port
-
-
-def stack_env() -> tuple[dict[str, str], dict[str, int]]:
-    env = dict(os.environ)
-    env.pop("REDIS_URL", None)
-    env.pop("REDIS_CLUSTER_NODES", None)
-    env["LOG_LEVEL"] = "WARNING"
-    ports = {service.name: free_port() for service in STACK}
-    for service in STACK:
-        env[service.port_env] = str(ports[service.name])
-    return env, ports
+from tests.stack_process import stack_env
 
 
 def test_mlutp_run_with_clients_prints_a_live_summary() -> None:

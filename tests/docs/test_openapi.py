@@ -8,6 +8,7 @@ import yaml
 from aiohttp import web
 from openapi_spec_validator import validate
 
+from emulator.documents import LIFECYCLES
 from tests.apps import all_apps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,3 +41,10 @@ def test_every_registered_route_is_documented() -> None:
     for name, app in all_apps():
         missing = registered_routes(app) - documented
         assert not missing, f"{name}: routes missing from openapi.yaml: {sorted(missing)}"
+
+
+def test_the_statuses_an_order_can_be_created_in_are_each_services_lifecycle() -> None:
+    schemas = load_openapi()["components"]["schemas"]
+    for service, lifecycle in LIFECYCLES.items():
+        status = schemas[f"Create{service.capitalize()}Order"]["properties"]["status"]
+        assert status["oneOf"][1]["enum"] == list(lifecycle), service

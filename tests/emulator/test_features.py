@@ -114,12 +114,13 @@ async def test_another_users_order_and_bad_changes_are_refused(emulator: TestCli
         emulator, f"{unique}-x", order["orderid"], "comment", {"version": 1, "value": "x"}
     )
     assert status == 404
-    for feature, body in (
-        ("paint", {"version": 1}),  # no such feature
-        ("comment", {"value": "x"}),  # versioned: the version is needed
-        ("tips", {"value": {"value": 1}}),  # last-write-wins: the key is needed
-        ("feedback", {"rating": 5}),  # not finished: nothing to rate
+    for feature, body, expected in (
+        ("paint", {"version": 1}, 404),  # no such feature: no such endpoint
+        ("comment", {"value": "x"}, 400),  # versioned: the version is needed
+        ("tips", {"value": {"value": 1}}, 400),  # last-write-wins: the key is needed
+        ("tips", {"idempotency_key": "k", "version": 1}, 400),  # tips has no version
+        ("feedback", {"rating": 5}, 400),  # not finished: nothing to rate
     ):
         status, error = await user_change(emulator, unique, order["orderid"], feature, body)
-        assert status in (400, 409), (feature, status)
+        assert status == expected, (feature, status)
         assert error["code"] and error["message"]

@@ -4,12 +4,12 @@ client-facing endpoint, and an accepted one reaches the upstreams byte for byte.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from aiohttp.test_utils import TestClient
 
+from tests import raw_http
 from tests.emulator_api import create_order_id, stats
 
 POLL_TAXI = b'{"supported_services": ["taxi"]}'
@@ -32,22 +32,8 @@ ENDPOINTS = {
 
 
 async def raw_post(client: TestClient, path: str, body: bytes, uid: bytes) -> tuple[int, bytes]:
-    """A request written byte for byte: no client library cleans the header up first."""
-    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
-    try:
-        writer.write(
-            b"POST " + path.encode() + b" HTTP/1.1\r\nHost: localhost\r\n"
-            b"Content-Type: application/json\r\nConnection: close\r\n"
-            b"Content-Length: " + str(len(body)).encode() + b"\r\n"
-            b"X-Yandex-UID: " + uid + b"\r\n\r\n" + body
-        )
-        await writer.drain()
-        async with asyncio.timeout(10):
-            response = await reader.read()
-    finally:
-        writer.close()
-    head, _, payload = response.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), payload
+    status, _, payload = await raw_http.raw_post(client, path, body, {b"X-Yandex-UID": uid})
+    return status, payload
 
 
 @pytest.mark.parametrize("uid", list(BAD_IDS), ids=list(BAD_IDS))
