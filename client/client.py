@@ -753,6 +753,12 @@ class MlutpClient:
                     self.poll_again_at_once = (
                         response.headers.get(WAIT_HEADER) in POLL_AGAIN_AT_ONCE
                     )
+                if poll and response.status == 503 and "Retry-After" in response.headers:
+                    # shed by admission control: come back when the server says
+                    self.interval_s = retry_after_seconds(
+                        response.headers["Retry-After"], self.options.fallback_interval_s
+                    )
+                    self.poll_again_at_once = False
                 if response.status != 200:
                     self.stats.errors += 1
                     return None
@@ -764,3 +770,11 @@ class MlutpClient:
                 self.interval_s = self.options.fallback_interval_s
                 self.poll_again_at_once = False
             return None
+
+
+def retry_after_seconds(value: str, fallback_s: float) -> float:
+    """Retry-After in seconds (the services send whole seconds; an HTTP date is not used)."""
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return fallback_s

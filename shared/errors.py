@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -9,11 +10,20 @@ class DomainError(Exception):
     status: int = 500
     code: str = "internal_error"
 
-    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **details: Any,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        # response headers, e.g. an overload's Retry-After
+        self.headers = dict(headers or {})
         # further fields of the error body, e.g. a conflict's current_version
         self.details = details
 
@@ -49,6 +59,12 @@ class PayloadTooLarge(DomainError):
 class ServiceUnavailable(DomainError):
     status = 503
     code = "service_unavailable"
+
+
+class Overloaded(ServiceUnavailable):
+    """Past the cap of polls in progress: poll again after Retry-After."""
+
+    code = "overloaded"
 
 
 class RedisUnavailable(ServiceUnavailable):

@@ -93,6 +93,7 @@ async def service_middleware(request: web.Request, handler: Handler) -> web.Stre
             response = await handler(request)
         except DomainError as exc:
             response = error_response(exc.status, exc.code, exc.message, exc.details)
+            response.headers.update(exc.headers)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise

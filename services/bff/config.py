@@ -99,6 +99,21 @@ class ProtocolSettings(BaseSettings):
     # polls in flight past which clients are told to poll less often
     overload_in_flight: int = Field(500, ge=1)
     overload_max_factor: float = Field(4.0, ge=1)
+    # the hard cap of polls in progress: past it a poll is a 503 with Retry-After at once
+    max_polls_in_flight: int = Field(2000, ge=1)
+    overload_retry_after_s: int = Field(2, ge=1)
+    # force honoured at most this often per order per minute (per process); beyond: absent
+    force_per_order_per_minute: int = Field(6, ge=0)
+
+    @model_validator(mode="after")
+    def _cap_above_shedding(self) -> ProtocolSettings:
+        # shedding by interval works below the cap; a cap under it would leave none
+        if self.max_polls_in_flight < self.overload_in_flight:
+            raise ValueError(
+                f"max_polls_in_flight ({self.max_polls_in_flight}) is below "
+                f"overload_in_flight ({self.overload_in_flight})"
+            )
+        return self
 
     def timings(self) -> TagTimings:
         return TagTimings(

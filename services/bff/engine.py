@@ -18,13 +18,16 @@ from services.bff.metrics import BffMetrics
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import StoredTags, TagCache
 from services.bff.wire import PolicyRule
+from shared.errors import Overloaded
 from shared.policy import PollingPolicy
+from shared.protocol.admission import admitted, retry_after_s
 from shared.protocol.allowed_changes import (
     AllowedChange,
     SourceAllowance,
     allowed_changes,
     unavailable_capabilities,
 )
+from shared.protocol.force import ForceBudget
 from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
 from shared.protocol.need_request import TagTimings, client_policy_version, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
@@ -77,6 +80,10 @@ class EngineConfig:
     interval: IntervalRules
     overload_in_flight: int = 500
     overload_max_factor: float = 4.0
+    # the hard cap: past it a poll is a 503 with Retry-After (admission control)
+    max_in_flight: int = 2000
+    overload_retry_after_s: int = 2
+    force_per_order_per_minute: int = 6
 
 
 def _actual_order(
@@ -129,6 +136,7 @@ class OrdersStateEngine:
         self.metrics = metrics
         self.rng = rng or random.Random()
         self.in_flight = 0
+        self.force_budget = ForceBudget(config.force_per_order_per_minute)
 
     def _capabilities(self, service: str) -> tuple[str, ...]:
         served = self.policy.services.get(service)
@@ -230,7 +238,7 @@ class OrdersStateEngine:
             version,
             client_tags,
             {part: content for part, content in contents.items() if content is not None},
-            force=client.order.force if client else False,
+            force=self._force(client, cache_available=cache_available, now_ms=now_ms),
             cache_available=cache_available,
             now_ms=now_ms,
             timings=self.config.timings,
@@ -240,9 +248,27 @@ class OrdersStateEngine:
         order = _actual_order(service, source_order, decision.need_request, decision.valid_tags)
         return order, decision.held_until_ms
 
+    def _force(
+        self, client: ParsedKnownOrder | None, *, cache_available: bool, now_ms: int
+    ) -> bool:
+        # while the cache is down force is ignored anyway (rule 3): no budget is spent
+        if client is None or not client.order.force or not cache_available:
+            return False
+        honoured = self.force_budget.honour(client.key, now_ms)
+        self.metrics.force.labels("honoured" if honoured else "over_budget").inc()
+        return honoured
+
     async def poll(
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
     ) -> PollResult:
+        """Overloaded (503, Retry-After) past the cap of polls in progress."""
+        if not admitted(self.in_flight, self.config.max_in_flight):
+            self.metrics.polls_shed.inc()
+            retry_after = retry_after_s(self.config.overload_retry_after_s, self.rng)
+            raise Overloaded(
+                f"{self.in_flight} polls in progress; poll again in {retry_after} s",
+                headers={"Retry-After": str(retry_after)},
+            )
         self.in_flight += 1
         self.metrics.polls_in_flight.inc()
         try:

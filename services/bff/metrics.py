@@ -50,6 +50,17 @@ class BffMetrics:
             "orders/state and launch polls being served",
             registry=registry,
         )
+        self.polls_shed = Counter(
+            "mlutp_polls_shed",
+            "Polls answered 503 with Retry-After: past the cap of polls in progress",
+            registry=registry,
+        )
+        self.force = Counter(
+            "mlutp_force",
+            "Polls' force on an order: honoured, or over the order's budget and ignored",
+            ["outcome"],
+            registry=registry,
+        )
         self.poll_orders = Counter(
             "mlutp_poll_orders",
             "Actual orders polled, by the client's policy version",

@@ -94,6 +94,9 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
                 interval=protocol.interval_rules(policy),
                 overload_in_flight=protocol.overload_in_flight,
                 overload_max_factor=protocol.overload_max_factor,
+                max_in_flight=protocol.max_polls_in_flight,
+                overload_retry_after_s=protocol.overload_retry_after_s,
+                force_per_order_per_minute=protocol.force_per_order_per_minute,
             ),
             app[BFF_METRICS],
         )

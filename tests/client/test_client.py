@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 import redis
 import yaml
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from client.client import ClientOptions, MlutpClient, route_interval_s
@@ -384,3 +385,32 @@ async def test_with_extended_order_info_every_order_renders_from_the_launch_alon
 
 async def no_part_requests(needed: object) -> set[tuple[str, str, str]]:
     return set()
+
+
+async def test_the_client_polls_again_after_the_retry_after_of_a_503(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+):
+    """Admission control (SPEC: Polling interval): a shed poll is a 503 with Retry-After,
+    and the client comes back when it says, not at its 2 s fallback."""
+    shed = 0
+
+    async def overloaded(request: web.Request) -> web.Response:
+        nonlocal shed
+        shed += 1
+        return web.json_response(
+            {"code": "overloaded", "message": "busy"}, status=503, headers={"Retry-After": "7"}
+        )
+
+    app = web.Application()
+    app.router.add_post("/mlutp/v1/orders/state", overloaded)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+        client = MlutpClient(
+            session,
+            launch_url=str(server.make_url("/4.0/launch")),
+            orders_state_url=str(server.make_url("")),
+            user_id="shed-user",
+        )
+        assert await client._poll_state() is None
+    assert shed == 1
+    assert client.interval_s == 7 and not client.poll_again_at_once

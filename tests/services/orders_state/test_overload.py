@@ -1,0 +1,115 @@
+"""Force is a privilege, not a lever (SPEC rule 5: honoured a bounded number of times per
+order per minute, beyond that treated as absent), and admission control (SPEC: Polling
+interval: past the cap of polls in progress, a poll is answered at once with 503 and
+Retry-After)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient, TestServer
+
+from emulator.keys import STATS
+from services.orders_state.app import create_app as create_orders_state
+from services.orders_state.config import OrdersStateSettings
+from tests.emulator_api import change, create_order_id, set_fault
+from tests.services.conftest import bff_kwargs, poll, protocol_for_tests
+from tests.services.orders_state.test_poll import all_tags, poll_one
+
+FORCE_BUDGET = 2
+
+
+@pytest.fixture
+async def orders_state_with(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+) -> Callable[..., Awaitable[TestClient]]:
+    async def start(**protocol: Any) -> TestClient:
+        kwargs = bff_kwargs(order_tags_server, emulator_server, protocol_for_tests(**protocol))
+        return await aiohttp_client(create_orders_state(OrdersStateSettings(**kwargs)))
+
+    return start
+
+
+async def test_force_beyond_the_orders_budget_is_treated_as_absent(
+    orders_state_with: Callable[..., Awaitable[TestClient]],
+    emulator: TestClient,
+    unique: str,
+    redis_sync: redis.Redis,
+):
+    orders_state = await orders_state_with(force_per_order_per_minute=FORCE_BUDGET)
+    orderid = await create_order_id(emulator, unique)
+    fresh = all_tags(redis_sync, orderid)  # younger than the min TTL
+    await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
+    needs = [
+        (await poll_one(orders_state, unique, orderid, fresh, force=True))["orders"][0][
+            "need_request"
+        ]
+        for _ in range(FORCE_BUDGET + 2)
+    ]
+    changed = ["fast_info", "rarely_changed"]
+    assert needs == [changed] * FORCE_BUDGET + [[]] * 2
+    # another order of the same user has a budget of its own
+    other = await create_order_id(emulator, unique)
+    other_fresh = all_tags(redis_sync, other)
+    await change(emulator, "taxi", other, {"tips": {"value": 20}})
+    body = await poll_one(orders_state, unique, other, other_fresh, force=True)
+    [answered] = [o for o in body["orders"] if o["orderid"] == other]
+    assert answered["need_request"] == changed
+    metrics = await (await orders_state.get("/metrics")).text()
+    assert 'mlutp_force_total{outcome="over_budget"} 2.0' in metrics
+    assert 'mlutp_force_total{outcome="honoured"} 3.0' in metrics
+
+
+async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_after_at_once(
+    orders_state_with: Callable[..., Awaitable[TestClient]],
+    emulator: TestClient,
+    emulator_server: TestServer,
+    unique: str,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    orders_state = await orders_state_with(
+        max_polls_in_flight=1, overload_in_flight=1, source_deadline_s=5.0
+    )
+    await create_order_id(emulator, unique)
+    # the taxi source holds its answer: the first poll stays in progress until it answers
+    await set_fault(emulator, "source:taxi", "slow", delay_ms=1500)
+    source_asked = asyncio.Event()
+    stats = emulator_server.app[STATS]
+    record_call = stats.record_call
+
+    def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
+        record_call(endpoint, headers, body)
+        if endpoint == "source:taxi":
+            source_asked.set()
+
+    monkeypatch.setattr(stats, "record_call", record_and_tell)
+    first = asyncio.create_task(poll(orders_state, unique, {"supported_services": ["taxi"]}))
+    await asyncio.wait_for(source_asked.wait(), 10)
+
+    started = time.monotonic()
+    resp = await orders_state.post(
+        "/mlutp/v1/orders/state",
+        json={"supported_services": ["taxi"]},
+        headers={"X-Yandex-UID": unique},
+    )
+    shed_in_s = time.monotonic() - started
+    assert resp.status == 503
+    assert (await resp.json())["code"] == "overloaded"
+    assert int(resp.headers["Retry-After"]) in (2, 3, 4)
+    assert not first.done(), "the 503 came at once, not after the poll in progress"
+    assert shed_in_s < 1.0
+    status, body, _ = await first
+    assert status == 200 and body["orders"], "the admitted poll is answered in full"
+    await set_fault(emulator, "source:taxi", "ok")
+    # once the poll in progress is done, polls are admitted again
+    status, _, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    assert status == 200
+    metrics = await (await orders_state.get("/metrics")).text()
+    assert "mlutp_polls_shed_total 1.0" in metrics
