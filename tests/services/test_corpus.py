@@ -203,7 +203,7 @@ async def every_endpoint(
             user_facing = any("YandexUid" in p.get("$ref", "") for p in parameters)
             entry = corpus["endpoints"].get(path, {})
             values = {**params, **entry.get("params", {})}
-            url = re.sub(r"\{(\w+)\}", lambda m: values[m[1]], path)
+            url = path.format(**values)
             endpoints.append((client, Endpoint(service, path, url, user_facing)))
     return endpoints
 
