@@ -4,6 +4,7 @@ and the project's apps on it. Everything started here is stopped here."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -102,17 +103,24 @@ async def emulator(
 
 
 @pytest.fixture
-def totw_received(emulator_server: TestServer, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
-    """Set as soon as the emulator's totw holds a request: the moment to act on a fetch in
-    flight (change the order under it, stop the service) without guessing with a sleep."""
-    received = asyncio.Event()
+def upstream_received(
+    emulator_server: TestServer, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, asyncio.Event]:
+    """Per emulator endpoint ("totw", "source:taxi", ...): an event set as soon as it holds a
+    request, the moment to act on a call in flight (change the order under it, stop the
+    service, send the next poll) without guessing with a sleep."""
+    received: dict[str, asyncio.Event] = collections.defaultdict(asyncio.Event)
     stats = emulator_server.app[STATS]
     record_call = stats.record_call
 
     def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
         record_call(endpoint, headers, body)
-        if endpoint == "totw":
-            received.set()
+        received[endpoint].set()
 
     monkeypatch.setattr(stats, "record_call", record_and_tell)
     return received
+
+
+@pytest.fixture
+def totw_received(upstream_received: dict[str, asyncio.Event]) -> asyncio.Event:
+    return upstream_received["totw"]

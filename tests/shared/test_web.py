@@ -4,7 +4,6 @@ services' own runner, never plain text."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -12,6 +11,7 @@ import pytest
 
 from shared.config import ServiceSettings
 from shared.web import create_base_app
+from tests import raw_http
 from tests.apps import ServiceTestServer
 
 UNPARSABLE = {
@@ -38,15 +38,8 @@ async def server() -> AsyncIterator[ServiceTestServer]:
 
 
 async def exchange(server: ServiceTestServer, raw: bytes) -> tuple[int, bytes, bytes]:
-    reader, writer = await asyncio.open_connection(server.host, server.port)
-    try:
-        writer.write(raw)
-        await writer.drain()
-        async with asyncio.timeout(10):
-            response = await reader.read()
-    finally:
-        writer.close()
-    head, _, body = response.partition(b"\r\n\r\n")
+    assert server.host is not None and server.port is not None
+    head, body = await raw_http.exchange(server.host, server.port, raw)
     return int(head.split(b" ")[1]), head, body
 
 

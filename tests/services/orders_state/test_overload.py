@@ -14,7 +14,6 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
-from emulator.keys import STATS
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from tests.emulator_api import change, create_order_id, set_fault
@@ -70,9 +69,8 @@ async def test_force_beyond_the_orders_budget_is_treated_as_absent(
 async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_after_at_once(
     orders_state_with: Callable[..., Awaitable[TestClient]],
     emulator: TestClient,
-    emulator_server: TestServer,
     unique: str,
-    monkeypatch: pytest.MonkeyPatch,
+    upstream_received: dict[str, asyncio.Event],
 ):
     orders_state = await orders_state_with(
         max_polls_in_flight=1, overload_in_flight=1, source_deadline_s=5.0
@@ -80,18 +78,8 @@ async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_afte
     await create_order_id(emulator, unique)
     # the taxi source holds its answer: the first poll stays in progress until it answers
     await set_fault(emulator, "source:taxi", "slow", delay_ms=1500)
-    source_asked = asyncio.Event()
-    stats = emulator_server.app[STATS]
-    record_call = stats.record_call
-
-    def record_and_tell(endpoint: str, headers: Any, body: Any) -> None:
-        record_call(endpoint, headers, body)
-        if endpoint == "source:taxi":
-            source_asked.set()
-
-    monkeypatch.setattr(stats, "record_call", record_and_tell)
     first = asyncio.create_task(poll(orders_state, unique, {"supported_services": ["taxi"]}))
-    await asyncio.wait_for(source_asked.wait(), 10)
+    await asyncio.wait_for(upstream_received["source:taxi"].wait(), 10)
 
     started = time.monotonic()
     resp = await orders_state.post(
