@@ -7,6 +7,7 @@ import asyncio
 import collections
 import os
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -30,6 +31,20 @@ TEST_TOKEN = "test-token"
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+# lines for the end of the run (the fuzz and corpus figures), shown also when output is captured
+SUMMARY_LINES: list[str] = []
+
+
+def report_statuses(what: str, statuses: Counter[int]) -> None:
+    by_status = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
+    SUMMARY_LINES.append(f"{what}: {statuses.total()} ({by_status})")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in SUMMARY_LINES:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import Case, GenerationMode
 
 from devtools.stack import STACK
+from tests.conftest import report_statuses
 from tests.stack_process import StackProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,14 +80,11 @@ def stack_urls() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def statuses(request: pytest.FixtureRequest) -> Iterator[Counter[int]]:
+def statuses() -> Iterator[Counter[int]]:
     """Every answer's status, reported at the end: the note's fuzz figures."""
     counted: Counter[int] = Counter()
     yield counted
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        by_status = ", ".join(f"{status}: {n}" for status, n in sorted(counted.items()))
-        reporter.write_line(f"\nschemathesis: {counted.total()} requests ({by_status})")
+    report_statuses("schemathesis requests", counted)
 
 
 @schema.parametrize()

@@ -27,7 +27,7 @@ from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
 from tests import raw_http
 from tests.apps import ServiceTestServer
-from tests.conftest import TEST_TOKEN, emulator_settings
+from tests.conftest import TEST_TOKEN, emulator_settings, report_statuses
 from tests.emulator_api import create_order
 from tests.services.conftest import bff_kwargs
 
@@ -216,7 +216,6 @@ def redis_writes(client: redis.Redis) -> int:
 async def test_every_bad_request_is_a_json_4xx_and_writes_nothing(
     every_endpoint: list[tuple[TestClient, Endpoint]],
     redis_sync: redis.Redis,
-    request: pytest.FixtureRequest,
 ) -> None:
     corpus = load_corpus()
     document = yaml.safe_load((ROOT / "openapi.yaml").read_text())
@@ -249,8 +248,5 @@ async def test_every_bad_request_is_a_json_4xx_and_writes_nothing(
                 problems.append(f"{where}: content type {headers.get(b'content-type')!r}")
             if redis_writes(redis_sync) != writes:
                 problems.append(f"{where}: wrote to Redis")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        by_status = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
-        reporter.write_line(f"\ncorpus: {statuses.total()} bad requests ({by_status})")
+    report_statuses("corpus bad requests", statuses)
     assert not problems, "\n".join(problems)
