@@ -80,6 +80,11 @@ class OrderTagsUnavailable(Exception):
     """
 
 
+class OrderTagsRejected(OrderTagsUnavailable):
+    """order_tags answered 4xx: the request was refused, the service itself works. A caller
+    that tracks the cache's health must not count it as the cache being down."""
+
+
 class StartupError(Exception):
     """The service cannot start as configured (a bad policy file, an upstream with no URL);
     the message names the problem and the service exits with it."""

@@ -9,7 +9,7 @@ import aiohttp
 import msgspec
 
 from shared import wire
-from shared.errors import OrderTagsUnavailable
+from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.http import RetryPolicy, UpstreamClient
 
 T = TypeVar("T")
@@ -53,6 +53,10 @@ class OrderTagsClient(UpstreamClient):
             response = await self.post(path, wire.encode(request), deadline_s=deadline_s)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise OrderTagsUnavailable(f"order_tags {path}: {exc!r}") from exc
+        if 400 <= response.status < 500:
+            raise OrderTagsRejected(
+                f"order_tags {path}: HTTP {response.status} {response.body[:200]!r}"
+            )
         if response.status != 200:
             raise OrderTagsUnavailable(
                 f"order_tags {path}: HTTP {response.status} {response.body[:200]!r}"
@@ -85,6 +89,18 @@ class OrderTagsClient(UpstreamClient):
         request = wire.TagsSetRequest(service, orderid, tags, only_if_absent)
         result = await self._call("/v1/tags/set", request, self._write_decoder, deadline_s)
         return result.tags
+
+    async def create(
+        self,
+        orders: Sequence[wire.OrderParts],
+        *,
+        deadline_s: float | None = None,
+    ) -> dict[wire.OrderKey, dict[str, str]]:
+        """New content tags for parts that have none, for many orders in one call (only where
+        absent); every order's stored tags afterwards."""
+        request = wire.TagsCreateRequest(orders=list(orders))
+        result = await self._call("/v1/tags/create", request, self._get_decoder, deadline_s)
+        return {wire.OrderKey(o.service, o.orderid): o.tags or {} for o in result.orders}
 
     async def bump(
         self, service: str, orderid: str, parts: Sequence[str], *, deadline_s: float | None = None

@@ -70,6 +70,18 @@ class TagsBumpRequest(msgspec.Struct, forbid_unknown_fields=True):
     parts: Annotated[list[PartName], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
 
 
+class OrderParts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    service: ServiceName
+    orderid: OrderId
+    parts: Annotated[list[PartName], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
+
+
+class TagsCreateRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """New unique content tags for parts that have none, for many orders at once."""
+
+    orders: Annotated[list[OrderParts], msgspec.Meta(min_length=1, max_length=MAX_BATCH)]
+
+
 class TagsDeleteRequest(msgspec.Struct, forbid_unknown_fields=True):
     service: ServiceName
     orderid: OrderId

@@ -85,6 +85,9 @@ class ProtocolSettings(BaseSettings):
     coalesce_part_fetches: bool = True
     min_ttl_s: float = Field(2.0, ge=0)
     degraded_min_ttl_s: float = Field(10.0, ge=0)
+    # the fetches made while the tag cache is down, kept one degraded TTL per process so
+    # that an order costs one upstream call per TTL however its parts are requested
+    degraded_memo_bytes: int = Field(64 * 2**20, ge=0)
     circuit_failures: int = Field(5, ge=1)
     circuit_open_s: float = Field(2.0, gt=0)
     max_known_orders: int = Field(20, ge=1)

@@ -29,9 +29,14 @@ from shared.protocol.allowed_changes import (
 )
 from shared.protocol.force import ForceBudget
 from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
-from shared.protocol.need_request import TagTimings, client_policy_version, decide_parts
+from shared.protocol.need_request import (
+    CacheState,
+    TagTimings,
+    client_policy_version,
+    decide_parts,
+)
 from shared.protocol.ordering import canonical_key, merge_orders
-from shared.protocol.tags import part_content
+from shared.protocol.tags import part_content, refetch_phase
 from shared.protocol.waiting import AnsweredOrder
 from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import OrderKey
@@ -215,7 +220,7 @@ class OrdersStateEngine:
         client: ParsedKnownOrder | None,
         stored_parts: dict[str, str] | None,
         *,
-        cache_available: bool,
+        cache: CacheState,
         now_ms: int,
     ) -> tuple[dict[str, Any], int | None]:
         """An order of an available source, decided by the policy version the client uses,
@@ -238,10 +243,11 @@ class OrdersStateEngine:
             version,
             client_tags,
             {part: content for part, content in contents.items() if content is not None},
-            force=self._force(client, cache_available=cache_available, now_ms=now_ms),
-            cache_available=cache_available,
+            force=self._force(client, cache_available=cache.available, now_ms=now_ms),
+            cache=cache,
             now_ms=now_ms,
             timings=self.config.timings,
+            refetch_phase=refetch_phase(service, source_order.orderid),
         )
         for part in decision.need_request:
             self.metrics.need_request.labels(service, part).inc()
@@ -289,7 +295,7 @@ class OrdersStateEngine:
         )
         keys = [OrderKey(service, order.orderid) for service, order in listed]
         stored = await self._stored_tags(keys)
-        cache_available = stored is not None
+        cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
         known_by_key = {k.key: k for k in known}
 
@@ -299,7 +305,7 @@ class OrdersStateEngine:
                 source_order,
                 known_by_key.get(key),
                 stored.get(key) if stored else None,
-                cache_available=cache_available,
+                cache=cache,
                 now_ms=now_ms,
             )
             for (service, source_order), key in zip(listed, keys, strict=True)
@@ -331,7 +337,7 @@ class OrdersStateEngine:
         # not make a waiting client poll again at once); a service merely listed as supported
         # that the server does not serve has no source to protect: not degraded
         degraded = (
-            not cache_available
+            not cache.available
             or any(s in self.sources and s not in available for s in services)
             or any(k.order.service not in self.sources for k in known)
         )

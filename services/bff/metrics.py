@@ -13,13 +13,20 @@ class BffMetrics:
         )
         self.tag_cache = Counter(
             "mlutp_tag_cache_calls",
-            "Tag cache reads by outcome (ok, unavailable, circuit_open)",
+            "Tag cache calls by outcome (ok, unavailable, circuit_open, rejected, create_failed)",
             ["outcome"],
             registry=registry,
         )
         self.circuit_open = Gauge(
             "mlutp_tag_cache_circuit_open",
             "1 while the tag cache circuit is open",
+            registry=registry,
+        )
+        self.part_remembered = Counter(
+            "mlutp_part_degraded_memo",
+            "Part fetches answered from the fetch of the same order made while the tag cache "
+            "was down, less than a degraded TTL before (no upstream call)",
+            ["service", "part"],
             registry=registry,
         )
         self.tags_created = Counter(

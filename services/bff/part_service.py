@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from services.bff.degraded_memo import DegradedMemo, Remembered
 from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
@@ -75,6 +76,7 @@ class PartService:
         sources: Mapping[str, OrderSourceClient],
         *,
         coalesce: bool = True,
+        memo: DegradedMemo | None = None,
     ) -> None:
         self.policy = policy
         self.tag_cache = tag_cache
@@ -83,6 +85,8 @@ class PartService:
         self.sources = sources
         self.metrics = metrics
         self.coalesce = coalesce
+        # while the tag cache is down: one upstream call per order per degraded TTL
+        self.memo = memo or DegradedMemo(ttl_ms=10_000, max_bytes=64 * 2**20)
         self._in_flight: dict[FetchKey, OrderFetch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = {
@@ -96,6 +100,8 @@ class PartService:
         fetched: Fetched,
         content: str | None,
         issued_ms: int,
+        *,
+        degraded: bool = False,
     ) -> dict[str, Any]:
         """Exactly the rule's fields the upstream returned (an absent one means "delete it"),
         plus the new tag; or the order's error."""
@@ -106,7 +112,7 @@ class PartService:
                 fetched = Fetched(FetchOutcome.STALE)
             else:
                 self._count(endpoint, fetched.outcome)
-                tag = encode_tag(endpoint.policy_version, content, issued_ms)
+                tag = encode_tag(endpoint.policy_version, content, issued_ms, degraded=degraded)
                 return {"orderid": orderid, "tag": tag, **fields}
         self._count(endpoint, fetched.outcome)
         return error_part(orderid, fetched.outcome)
@@ -178,7 +184,16 @@ class PartService:
         for order, fetch, fetched in zip(orders, fetches, results, strict=True):
             # unknown content (cache down, or none stored) never matches: refetched later
             content = part_content(sources, fetch.stored) if fetch.cache_available else None
-            parts.append(self._part(endpoint, order.orderid, fetched, content, fetch.issued_ms))
+            parts.append(
+                self._part(
+                    endpoint,
+                    order.orderid,
+                    fetched,
+                    content,
+                    fetch.issued_ms,
+                    degraded=not fetch.cache_available,
+                )
+            )
         return parts
 
     async def _run(
@@ -200,10 +215,22 @@ class PartService:
                 one.fetch.issued_ms = issued_ms
 
             async def fetch_one(one: StartedFetch) -> None:
+                if stored is None:
+                    remembered = self.memo.get(one.key, issued_ms)
+                    if remembered is not None:
+                        self.metrics.part_remembered.labels(
+                            endpoint.service, endpoint.rule.part_name
+                        ).inc()
+                        one.fetch.issued_ms = remembered.issued_ms
+                        one.fetch.fetched.set_result(remembered.fetched)
+                        return
                 body = {**other_fields, "orderid": one.order.orderid}
                 if one.order.client_tag is not None:
                     body["tag"] = one.order.client_tag
-                one.fetch.fetched.set_result(await upstream.fetch(body, headers))
+                fetched = await upstream.fetch(body, headers)
+                if stored is None and fetched.outcome is not FetchOutcome.STALE:
+                    self.memo.put(one.key, Remembered(fetched, issued_ms), issued_ms)
+                one.fetch.fetched.set_result(fetched)
 
             await asyncio.gather(*(fetch_one(one) for one in started))
         finally:

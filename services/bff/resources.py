@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from services.bff.config import LEGACY_PART_TYPE, BffSettings
+from services.bff.degraded_memo import DegradedMemo
 from services.bff.engine import EngineConfig, OrdersStateEngine
 from services.bff.keys import BFF_METRICS, ENGINE, LIMITS, PARTS, POLICY, TAG_CACHE, TOTW
 from services.bff.known_orders import Limits
@@ -123,6 +124,10 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
             app[BFF_METRICS],
             app[ENGINE].sources,
             coalesce=protocol.coalesce_part_fetches,
+            memo=DegradedMemo(
+                ttl_ms=protocol.timings().degraded_min_ttl_ms,
+                max_bytes=protocol.degraded_memo_bytes,
+            ),
         )
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))

@@ -6,15 +6,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from services.bff.metrics import BffMetrics
-from shared.errors import OrderTagsUnavailable
+from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.order_tags_client import OrderTagsClient
 from shared.protocol.circuit import CircuitBreaker
-from shared.protocol.tags import new_content_tag
-from shared.wire import OrderKey
+from shared.protocol.need_request import CACHE_UP, CacheState
+from shared.wire import MAX_BATCH, OrderKey, OrderParts
 
 StoredTags = dict[OrderKey, dict[str, str] | None]
+T = TypeVar("T")
+
+
+def batched(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    # itertools.batched is Python 3.12; the project runs on 3.11
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 class TagCache:
@@ -24,22 +31,48 @@ class TagCache:
         circuit: CircuitBreaker,
         metrics: BffMetrics,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.circuit = circuit
         self.metrics = metrics
         self.clock = clock
+        self.wall_clock = wall_clock
+        # unix ms of the first failure since the cache last answered: the outage's start,
+        # from which degraded refetches are spread
+        self.unavailable_since_ms: int | None = None
+
+    def state(self, stored: StoredTags | None) -> CacheState:
+        """What a poll that read `stored` knows of the cache."""
+        if stored is not None:
+            return CACHE_UP
+        since = self.unavailable_since_ms
+        return CacheState.down(since if since is not None else int(self.wall_clock() * 1000))
+
+    def _unavailable(self) -> None:
+        if self.unavailable_since_ms is None:
+            self.unavailable_since_ms = int(self.wall_clock() * 1000)
 
     async def get(self, orders: Sequence[OrderKey]) -> StoredTags | None:
         if not orders:
             return {}
         if not self.circuit.allow(self.clock()):
             self.metrics.tag_cache.labels("circuit_open").inc()
+            self._unavailable()
             return None
         try:
-            stored = await self.client.get(orders)
+            # a user with more orders than one call takes: batches within the limit, together
+            chunks = await asyncio.gather(
+                *(self.client.get(chunk) for chunk in batched(orders, MAX_BATCH))
+            )
+        except OrderTagsRejected:
+            # the request was refused, the cache works: this poll degrades, nobody else's
+            self.circuit.abandon()
+            self.metrics.tag_cache.labels("rejected").inc()
+            return None
         except OrderTagsUnavailable:
             self.circuit.failure(self.clock())
+            self._unavailable()
             self.metrics.tag_cache.labels("unavailable").inc()
             self.metrics.circuit_open.set(int(self.circuit.is_open))
             return None
@@ -48,25 +81,29 @@ class TagCache:
             self.circuit.abandon()
             raise
         self.circuit.success()
+        self.unavailable_since_ms = None
         self.metrics.tag_cache.labels("ok").inc()
         self.metrics.circuit_open.set(0)
-        return stored
+        return {key: tags for chunk in chunks for key, tags in chunk.items()}
 
     async def create_missing(
         self, missing: dict[OrderKey, list[str]]
     ) -> dict[OrderKey, dict[str, str]]:
-        """Create content tags for the parts an order lacks (all of them when it is new or
-        expired), only where absent, so a feature's tag written meanwhile wins. Returns every
-        tag stored afterwards for each order."""
-
-        async def create(key: OrderKey, parts: list[str]) -> dict[str, str] | None:
-            try:
-                created = {part: new_content_tag() for part in parts}
-                return await self.client.set(key.service, key.orderid, created, only_if_absent=True)
-            except OrderTagsUnavailable:
-                return None
-
-        keys = [key for key, parts in missing.items() if parts]
-        results = await asyncio.gather(*(create(key, missing[key]) for key in keys))
-        self.metrics.tags_created.inc(sum(1 for r in results if r is not None))
-        return {key: tags for key, tags in zip(keys, results, strict=True) if tags is not None}
+        """Create content tags for the parts orders lack (all of them when an order is new or
+        expired), only where absent, so a feature's tag written meanwhile wins: one call for
+        all the orders (one per hundred). Returns every tag stored afterwards for each order;
+        none when the write failed (the parts are then fetched again later, never lost)."""
+        requests = [
+            OrderParts(key.service, key.orderid, parts) for key, parts in missing.items() if parts
+        ]
+        if not requests:
+            return {}
+        try:
+            chunks = await asyncio.gather(
+                *(self.client.create(chunk) for chunk in batched(requests, MAX_BATCH))
+            )
+        except OrderTagsUnavailable:
+            self.metrics.tag_cache.labels("create_failed").inc()
+            return {}
+        self.metrics.tags_created.inc(len(requests))
+        return {key: tags for chunk in chunks for key, tags in chunk.items()}

@@ -48,6 +48,7 @@ def create_app(settings: OrderTagsSettings) -> web.Application:
     app.cleanup_ctx.append(tag_store_ctx)
     app.router.add_post("/v1/tags/get", handlers.get_tags)
     app.router.add_post("/v1/tags/set", handlers.set_tags)
+    app.router.add_post("/v1/tags/create", handlers.create_tags)
     app.router.add_post("/v1/tags/bump", handlers.bump_tags)
     app.router.add_post("/v1/tags/delete", handlers.delete_tags)
     return app

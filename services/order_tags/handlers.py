@@ -9,6 +9,7 @@ from shared.web import json_response, read_json
 
 _get = msgspec.json.Decoder(wire.TagsGetRequest)
 _set = msgspec.json.Decoder(wire.TagsSetRequest)
+_create = msgspec.json.Decoder(wire.TagsCreateRequest)
 _bump = msgspec.json.Decoder(wire.TagsBumpRequest)
 _delete = msgspec.json.Decoder(wire.TagsDeleteRequest)
 
@@ -32,6 +33,21 @@ async def set_tags(request: web.Request) -> web.Response:
         body.service, body.orderid, body.tags, only_if_absent=body.only_if_absent
     )
     return json_response(wire.TagsWriteResponse(body.service, body.orderid, stored))
+
+
+async def create_tags(request: web.Request) -> web.Response:
+    body = await read_json(request, _create)
+    stored = await request.app[TAG_STORE].create_many(
+        [(wire.OrderKey(order.service, order.orderid), order.parts) for order in body.orders]
+    )
+    return json_response(
+        wire.TagsGetResponse(
+            orders=[
+                wire.OrderTags(order.service, order.orderid, tags)
+                for order, tags in zip(body.orders, stored, strict=True)
+            ]
+        )
+    )
 
 
 async def bump_tags(request: web.Request) -> web.Response:

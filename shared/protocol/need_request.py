@@ -17,17 +17,40 @@ class TagTimings:
     degraded_min_ttl_ms: int = 10_000
 
 
+@dataclass(frozen=True)
+class CacheState:
+    """What a poll knows of the tag cache: whether it answered, and since when this process
+    has found it unavailable (unix ms; its outage's start, for spreading refetches)."""
+
+    available: bool
+    unavailable_since_ms: int = 0
+
+    @classmethod
+    def up(cls) -> CacheState:
+        return cls(True)
+
+    @classmethod
+    def down(cls, since_ms: int = 0) -> CacheState:
+        return cls(False, since_ms)
+
+
+CACHE_UP = CacheState.up()
+
+
 def part_needed(
     rule: PartRule,
     client_tag: ClientTag | None,
     stored_content: str | None,
     *,
     force: bool,
-    cache_available: bool,
+    cache: CacheState,
     now_ms: int,
     timings: TagTimings,
+    refetch_phase: float = 0.0,
 ) -> bool:
-    """The five rules, in the SPEC's order, for one tag_defined part."""
+    """The five rules, in the SPEC's order, for one tag_defined part. `refetch_phase` (in
+    [0, 1), fixed per order) places the order's first refetch of an outage in the degraded
+    TTL after the outage began."""
     # 1. missing or invalid client tag
     if client_tag is None:
         return True
@@ -36,11 +59,25 @@ def part_needed(
         return False
     age_ms = now_ms - client_tag.issued_ms
     # 3. tag cache unavailable: force is ignored, only the degraded TTL refetches
-    if not cache_available:
-        return age_ms >= timings.degraded_min_ttl_ms
+    if not cache.available:
+        if age_ms < timings.degraded_min_ttl_ms:
+            return False
+        if client_tag.degraded or client_tag.issued_ms >= cache.unavailable_since_ms:
+            # issued during this outage, at moments already spread: the degraded rhythm
+            return True
+        # issued before the outage: most such tags are older than the TTL, and would all be
+        # needed at its first moment; each order's turn comes at its own phase instead
+        return now_ms >= cache.unavailable_since_ms + int(
+            refetch_phase * timings.degraded_min_ttl_ms
+        )
     # 4. unchanged content
     if client_tag.content is not None and client_tag.content == stored_content:
         return False
+    if client_tag.degraded:
+        # issued while the cache was down: unknown content, not changed content. Refetched on
+        # the degraded rhythm, so the cache's return costs one degraded TTL of refetches,
+        # spread as the tags were issued, not everything 2 s after it
+        return force or age_ms >= timings.degraded_min_ttl_ms
     # 5. changed: now if forced, else once the min TTL has passed
     return force or age_ms >= timings.min_ttl_ms
 
@@ -51,15 +88,18 @@ def part_held_until_ms(
     stored_content: str | None,
     *,
     force: bool,
-    cache_available: bool,
+    cache: CacheState,
     timings: TagTimings,
 ) -> int | None:
-    """When a changed part that the min TTL holds back (rule 5, not forced) becomes needed;
-    None for a part no passing of time alone makes needed. A waiting poll answers then."""
-    if client_tag is None or rule.static or not cache_available or force:
+    """When a part that a TTL holds back (rule 5, or a degraded tag after the cache's return;
+    not forced) becomes needed; None for a part no passing of time alone makes needed. A
+    waiting poll answers then."""
+    if client_tag is None or rule.static or not cache.available or force:
         return None
     if client_tag.content is not None and client_tag.content == stored_content:
         return None
+    if client_tag.degraded:
+        return client_tag.issued_ms + timings.degraded_min_ttl_ms
     return client_tag.issued_ms + timings.min_ttl_ms
 
 
@@ -79,9 +119,10 @@ def decide_parts(
     stored_tags: Mapping[str, str] | None,
     *,
     force: bool,
-    cache_available: bool,
+    cache: CacheState,
     now_ms: int,
     timings: TagTimings,
+    refetch_phase: float = 0.0,
 ) -> PartsDecision:
     """need_request (by ascending priority) and the valid client tags of one actual order."""
     need: list[str] = []
@@ -100,9 +141,10 @@ def decide_parts(
             decoded,
             stored,
             force=force,
-            cache_available=cache_available,
+            cache=cache,
             now_ms=now_ms,
             timings=timings,
+            refetch_phase=refetch_phase,
         ):
             need.append(rule.part_name)
             continue
@@ -111,7 +153,7 @@ def decide_parts(
             decoded,
             stored,
             force=force,
-            cache_available=cache_available,
+            cache=cache,
             timings=timings,
         )
         if held_until is not None:

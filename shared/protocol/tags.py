@@ -1,9 +1,11 @@
 """The client tag codec. A tag is opaque to the client; the server encodes in it the
 service's policy version, the content tag it had for the part when the data was fetched
-(or "unknown" when the tag cache was down), and the time it was issued.
+(or none when it is unknown), and the time it was issued.
 
 Format: `<policy_version>.<issued ms, base 36>.<content, base64url>`: URL-safe, at most
-128 characters for a content tag of up to 64 characters.
+128 characters for a content tag of up to 64 characters. The content is `~` (not base64url,
+so never a content) for a tag issued while the tag cache was unavailable: such a tag is
+refetched on the degraded rhythm, also after the cache is back.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ MAX_CLOCK_SKEW_MS = 60_000
 
 _POLICY_VERSION = re.compile(r"^[0-9a-f]{4,16}$")
 _ISSUED = re.compile(r"^[0-9a-z]{1,12}$")
+DEGRADED_MARK = "~"
 
 
 def new_content_tag() -> str:
@@ -37,16 +40,22 @@ def new_content_tag() -> str:
 @dataclass(frozen=True)
 class ClientTag:
     policy_version: str
-    # None: issued while the tag cache was unavailable; equals no stored content tag
+    # None: unknown when it was issued; equals no stored content tag
     content: str | None
     issued_ms: int
+    # issued while the tag cache was unavailable (its content is None)
+    degraded: bool = False
 
 
-def encode_tag(policy_version: str, content: str | None, issued_ms: int) -> str:
+def encode_tag(
+    policy_version: str, content: str | None, issued_ms: int, *, degraded: bool = False
+) -> str:
     """A tag of at most 128 chars. A content tag too long to fit (order_tags only stores
     short URL-safe ones) is left out: unknown content never matches, so the part is fetched
     again later rather than the request failing now."""
     prefix = f"{policy_version}.{_base36(issued_ms)}."
+    if degraded:
+        return prefix + DEGRADED_MARK
     if not content:
         return prefix
     encoded = base64.urlsafe_b64encode(content.encode()).rstrip(b"=").decode()
@@ -66,6 +75,8 @@ def decode_tag(tag: str) -> ClientTag | None:
     if not _POLICY_VERSION.match(policy_version) or not _ISSUED.match(issued):
         return None
     content: str | None = None
+    if encoded == DEGRADED_MARK:
+        return ClientTag(policy_version, None, int(issued, 36), degraded=True)
     if encoded:
         try:
             content = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
@@ -87,6 +98,14 @@ def valid_tag(tag: str | None, policy_version: str, now_ms: int) -> ClientTag | 
     if decoded.issued_ms > now_ms + MAX_CLOCK_SKEW_MS:
         return None
     return decoded
+
+
+def refetch_phase(service: str, orderid: str) -> float:
+    """Where in a degraded TTL an order's first refetch of an outage falls, in [0, 1):
+    fixed per order, so all its parts fall together (one upstream call), and spread evenly
+    over the fleet's orders, so an outage's start is no burst."""
+    digest = hashlib.blake2b(f"{service}\x00{orderid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest) / 2**64
 
 
 def _base36(value: int) -> str:

@@ -75,9 +75,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def client_tag(service: str, content: str | None, age_ms: int = 0) -> str:
-    """A tag as the server issues it, for `content`, issued `age_ms` ago."""
-    return encode_tag(POLICY.version(service), content, now_ms() - age_ms)
+def client_tag(
+    service: str, content: str | None, age_ms: int = 0, *, degraded: bool = False
+) -> str:
+    """A tag as the server issues it, for `content`, issued `age_ms` ago (`degraded`: while
+    the tag cache was down)."""
+    return encode_tag(POLICY.version(service), content, now_ms() - age_ms, degraded=degraded)
 
 
 async def create(

@@ -13,9 +13,10 @@ from services.bff.metrics import BffMetrics
 from services.bff.part_upstream import Fetched, FetchOutcome
 from services.bff.tag_cache import TagCache
 from shared import wire
-from shared.errors import OrderTagsUnavailable
+from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.protocol.circuit import CircuitBreaker
+from shared.protocol.tags import new_content_tag
 from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import OrderKey
 
@@ -26,12 +27,16 @@ class FakeOrderTags:
     def __init__(self) -> None:
         self.stored: dict[OrderKey, dict[str, str]] = {}
         self.down = False
+        # answer every read 400, like a request order_tags refuses
+        self.refuse = False
         self.calls: list[str] = []  # "get" / "set", in order
 
     async def get(self, orders: Sequence[OrderKey]) -> dict[OrderKey, dict[str, str] | None]:
         self.calls.append("get")
         if self.down:
             raise OrderTagsUnavailable("fake order_tags is down")
+        if self.refuse or len(orders) > wire.MAX_BATCH:  # as the real service: a 400
+            raise OrderTagsRejected(f"fake order_tags: {len(orders)} orders in one batch")
         return {key: dict(self.stored[key]) if key in self.stored else None for key in orders}
 
     async def set(
@@ -45,6 +50,21 @@ class FakeOrderTags:
             if not (only_if_absent and part in current):
                 current[part] = content
         return dict(current)
+
+    async def create(self, orders: Sequence[wire.OrderParts]) -> dict[OrderKey, dict[str, str]]:
+        self.calls.append("create")
+        if self.down:
+            raise OrderTagsUnavailable("fake order_tags is down")
+        if len(orders) > wire.MAX_BATCH:
+            raise OrderTagsRejected(f"fake order_tags: {len(orders)} orders in one batch")
+        created = {}
+        for order in orders:
+            key = OrderKey(order.service, order.orderid)
+            current = self.stored.setdefault(key, {})
+            for part in order.parts:
+                current.setdefault(part, new_content_tag())
+            created[key] = dict(current)
+        return created
 
 
 def tag_cache(tags: FakeOrderTags) -> TagCache:

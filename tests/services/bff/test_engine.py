@@ -50,7 +50,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
 async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_the_answer():
     tags = FakeOrderTags()
     result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).poll([], ["taxi"], {})
-    assert tags.calls == ["get", "set"]
+    assert tags.calls == ["get", "create"]
     created = tags.stored[OrderKey("taxi", "t1")]
     taxi_rules = POLICY.services["taxi"].rules
     assert set(created) == {r.part_name for r in taxi_rules if r.tag_defined and not r.static}
@@ -80,3 +80,35 @@ async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
     [order] = result.orders
     assert order["update_status"] == "actual"
     assert result.interval_ms == 2 * 3000  # driving's base, doubled while degraded
+
+
+async def test_a_user_with_more_orders_than_one_batch_takes_is_read_in_batches_within_the_limit():
+    tags = FakeOrderTags()
+    many = FakeSource([(f"t{i:03}", "driving", T0) for i in range(150)])
+    result = await engine(tags, taxi=many).poll([], ["taxi"], {})
+    # two reads (100 + 50), then one write per hundred orders creates all their missing tags
+    assert sorted(tags.calls) == ["create", "create", "get", "get"]
+    assert len(result.orders) == 150
+    assert not result.degraded
+    assert all(o["update_status"] == "actual" for o in result.orders)
+
+
+async def test_a_refused_tag_read_degrades_that_poll_and_never_opens_the_circuit_for_others():
+    tags = FakeOrderTags()
+    polls = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
+    tags.refuse = True  # order_tags answers 400: the request was refused, the cache works
+    for _ in range(polls.tag_cache.circuit.failures_to_open + 1):
+        assert (await polls.poll([], ["taxi"], {})).degraded
+    assert not polls.tag_cache.circuit.is_open
+    tags.refuse = False
+    result = await polls.poll([], ["taxi"], {})
+    assert not result.degraded and tags.calls[-2:] == ["get", "create"]
+
+
+async def test_an_unavailable_tag_cache_opens_the_circuit():
+    tags = FakeOrderTags()
+    polls = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
+    tags.down = True
+    for _ in range(polls.tag_cache.circuit.failures_to_open):
+        await polls.poll([], ["taxi"], {})
+    assert polls.tag_cache.circuit.is_open

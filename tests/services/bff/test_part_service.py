@@ -82,3 +82,36 @@ async def test_with_coalescing_off_every_request_makes_its_own_call():
         parts.fetch_parts(ENDPOINTS["chat"], ORDER, {}, user("u")),
     )
     assert len(upstream.bodies) == 2
+
+
+async def test_with_the_cache_down_an_order_costs_one_upstream_call_however_its_parts_are_fetched():
+    log: list[str] = []
+    tags, upstream = FakeOrderTags(), GatedUpstream(log)
+    tags.down = True
+    upstream.release.set()
+    parts = service(tags, upstream)
+    # one part after another, as a client that fetches one request at a time
+    answers = [
+        (await parts.fetch_parts(ENDPOINTS[name], ORDER, {}, user("u")))[0]
+        for name in ("fast_info", "rarely_changed", "chat", "slow")
+    ]
+    assert len(upstream.bodies) == 1
+    issued = [decode_tag(answer["tag"]) for answer in answers]
+    # each tag says it was issued while the cache was down, at the one fetch's moment
+    assert all(tag is not None and tag.degraded and tag.content is None for tag in issued)
+    assert len({tag.issued_ms for tag in issued if tag is not None}) == 1
+    # another user's request for the same order id is never answered from it
+    await parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("someone-else"))
+    assert len(upstream.bodies) == 2
+
+
+async def test_with_the_cache_up_every_part_request_that_needs_data_fetches_it():
+    log: list[str] = []
+    tags, upstream = FakeOrderTags(), GatedUpstream(log)
+    tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "f1", "rarely_changed": "r1"}
+    upstream.release.set()
+    parts = service(tags, upstream)
+    for name in ("fast_info", "rarely_changed"):
+        await parts.fetch_parts(ENDPOINTS[name], ORDER, {}, user("u"))
+    assert len(upstream.bodies) == 2
+    assert len(parts.memo) == 0

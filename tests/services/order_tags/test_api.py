@@ -264,3 +264,34 @@ async def test_request_id_is_echoed_or_generated(tags_client: TestClient):
     assert resp.headers["X-Request-Id"] == "abc"
     resp = await tags_client.get("/ping")
     assert len(resp.headers["X-Request-Id"]) == 32
+
+
+async def test_create_makes_missing_tags_for_many_orders_in_one_call_and_keeps_existing_ones(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    o1, o2 = f"{unique}-1", f"{unique}-2"
+    await post(
+        tags_client, "/v1/tags/set", {"service": "taxi", "orderid": o1, "tags": {"chat": "c1"}}
+    )
+    redis_sync.expire(tags_key("taxi", o1), 5)
+    resp = await post(
+        tags_client,
+        "/v1/tags/create",
+        {
+            "orders": [
+                {"service": "taxi", "orderid": o1, "parts": ["fast_info", "chat"]},
+                {"service": "eats", "orderid": o2, "parts": ["full_info"]},
+            ]
+        },
+    )
+    assert resp.status == 200
+    orders = (await resp.json())["orders"]
+    assert [(o["service"], o["orderid"]) for o in orders] == [("taxi", o1), ("eats", o2)]
+    first, second = orders[0]["tags"], orders[1]["tags"]
+    # the feature's tag stays; the missing one is new and unique
+    assert first["chat"] == "c1" and first["fast_info"] not in ("", "c1")
+    assert set(second) == {"full_info"}
+    assert redis_sync.hgetall(tags_key("taxi", o1)) == first
+    assert redis_sync.hgetall(tags_key("eats", o2)) == second
+    # the write refreshes the TTL
+    assert redis_sync.ttl(tags_key("taxi", o1)) > 5

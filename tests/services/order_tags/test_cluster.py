@@ -50,6 +50,16 @@ async def test_orders_spread_over_the_shards_and_a_batch_get_spans_them(
     assert resp.status == 200
     got = (await resp.json())["orders"]
     assert [o["tags"] for o in got] == [{"fast_info": f"v{i}"} for i in range(30)]
+    # one create call for orders on every shard: each keeps its tag and gains the new part
+    resp = await cluster_client.post(
+        "/v1/tags/create",
+        json={"orders": [{**order, "parts": ["fast_info", "chat"]} for order in orders]},
+        headers=AUTH,
+    )
+    assert resp.status == 200, await resp.text()
+    created = (await resp.json())["orders"]
+    assert [o["tags"]["fast_info"] for o in created] == [f"v{i}" for i in range(30)]
+    assert all(o["tags"]["chat"] for o in created)
 
 
 async def test_set_only_if_absent_bump_and_delete_on_the_cluster(

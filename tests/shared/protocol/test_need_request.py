@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from shared.policy import PartRule, PollingType, load_policy
-from shared.protocol.need_request import TagTimings, decide_parts, part_needed
-from shared.protocol.tags import ClientTag, encode_tag
+from shared.protocol.need_request import (
+    CACHE_UP,
+    CacheState,
+    TagTimings,
+    decide_parts,
+    part_held_until_ms,
+    part_needed,
+)
+from shared.protocol.tags import ClientTag, decode_tag, encode_tag, refetch_phase
 
 T = TagTimings(min_ttl_ms=2_000, degraded_min_ttl_ms=10_000)
 NOW = 1_800_000_000_000
@@ -45,7 +54,7 @@ def needed(
         client,
         stored,
         force=force,
-        cache_available=cache,
+        cache=CacheState(cache),
         now_ms=NOW,
         timings=T,
     )
@@ -98,7 +107,7 @@ def test_need_request_lists_parts_by_ascending_priority_and_echoes_valid_tags():
         {"fast_info": good, "chat": other_version, "slow": "garbage"},
         {"fast_info": "v2", "chat": "c1", "slow": "s1"},
         force=False,
-        cache_available=True,
+        cache=CACHE_UP,
         now_ms=NOW,
         timings=T,
     )
@@ -109,7 +118,7 @@ def test_need_request_lists_parts_by_ascending_priority_and_echoes_valid_tags():
 def test_parts_polled_by_route_rules_are_never_in_need_request():
     route = rule("route", polling=PollingType.ROUTE_DISTANCE_DEPENDED, priority=5)
     decision = decide_parts(
-        [route], V, {}, None, force=False, cache_available=True, now_ms=NOW, timings=T
+        [route], V, {}, None, force=False, cache=CACHE_UP, now_ms=NOW, timings=T
     )
     assert decision.need_request == []
 
@@ -124,7 +133,7 @@ def test_a_change_the_min_ttl_holds_back_is_due_when_the_ttl_has_passed():
         {"fast_info": fresh, "chat": older},
         {"fast_info": "v2", "chat": "c2"},
         force=False,
-        cache_available=True,
+        cache=CACHE_UP,
         now_ms=NOW,
         timings=T,
     )
@@ -142,8 +151,94 @@ def test_nothing_is_held_back_when_content_matches_forced_or_the_cache_is_down()
             matching,
             {"fast_info": stored},
             force=force,
-            cache_available=cache,
+            cache=CacheState(cache),
             now_ms=NOW,
             timings=T,
         )
         assert decision.held_until_ms is None, (stored, force, cache)
+
+
+def degraded_needed(client: ClientTag, *, since_ms: int, phase: float, now_ms: int = NOW) -> bool:
+    return part_needed(
+        rule(),
+        client,
+        None,
+        force=False,
+        cache=CacheState.down(since_ms),
+        now_ms=now_ms,
+        timings=T,
+        refetch_phase=phase,
+    )
+
+
+def test_rule3_a_tag_from_before_the_outage_is_refetched_at_its_orders_moment_in_the_ttl():
+    # an outage began 1 s ago; the tag is an hour old: without spreading, every such tag
+    # would be needed at once. An order at phase 0.3 waits until 3 s into the outage.
+    since = NOW - 1_000
+    old = tag("v1", 3_600_000)
+    assert not degraded_needed(old, since_ms=since, phase=0.3)
+    assert not degraded_needed(old, since_ms=since, phase=0.3, now_ms=since + 2_999)
+    assert degraded_needed(old, since_ms=since, phase=0.3, now_ms=since + 3_000)
+    # phase 0 is due at the outage's first moment
+    assert degraded_needed(old, since_ms=since, phase=0.0)
+
+
+def test_rule3_the_fleets_first_refetches_of_an_outage_are_spread_evenly_over_the_ttl():
+    since = NOW
+    old = tag("v1", 3_600_000)
+    phases = [i / 1000 for i in range(1000)]
+    due_per_second = [
+        sum(
+            degraded_needed(old, since_ms=since, phase=p, now_ms=since + s * 1000 + 999)
+            for p in phases
+        )
+        for s in range(10)
+    ]
+    # each second of the TTL adds a tenth of the orders; after the TTL, all of them
+    assert [b - a for a, b in zip([0, *due_per_second], due_per_second, strict=False)] == [100] * 10
+
+
+def test_rule3_a_tag_issued_during_the_outage_follows_the_degraded_ttl_alone():
+    since = NOW - 60_000
+    degraded = ClientTag(V, None, NOW - 9_999, degraded=True)
+    assert not degraded_needed(degraded, since_ms=since, phase=0.9)
+    assert degraded_needed(
+        ClientTag(V, None, NOW - 10_000, degraded=True), since_ms=since, phase=0.9
+    )
+    # a content tag issued after the outage began (by a replica whose cache read worked)
+    assert degraded_needed(tag("v1", 10_000), since_ms=since, phase=0.9)
+
+
+def test_rule3_never_more_than_one_refetch_per_ttl_whatever_the_phase():
+    # a tag issued 9.999 s ago, 5 s before the outage began: its order's moment has come,
+    # but not its TTL
+    since = NOW - 4_999
+    for phase in (0.0, 0.5, 0.99):
+        assert not degraded_needed(tag("v1", 9_999), since_ms=since, phase=phase)
+
+
+def test_after_the_cache_returns_a_degraded_tag_waits_for_the_degraded_ttl_not_the_min_ttl():
+    young = ClientTag(V, None, NOW - 9_999, degraded=True)
+    old = ClientTag(V, None, NOW - 10_000, degraded=True)
+    assert not needed(young, "v1")
+    assert needed(old, "v1")
+    # force (after a user change) still skips it
+    assert needed(young, "v1", force=True)
+    # a waiting poll answers when its TTL has passed
+    held = part_held_until_ms(rule(), young, "v1", force=False, cache=CACHE_UP, timings=T)
+    assert held == young.issued_ms + 10_000
+
+
+def test_a_tag_issued_while_the_cache_was_down_says_so_and_decodes_back():
+    issued = encode_tag(V, None, NOW, degraded=True)
+    assert issued.endswith(".~")
+    assert decode_tag(issued) == ClientTag(V, None, NOW, degraded=True)
+    assert decode_tag(encode_tag(V, None, NOW)) == ClientTag(V, None, NOW, degraded=False)
+
+
+def test_each_order_has_one_fixed_refetch_phase_and_the_fleets_are_spread_evenly():
+    assert refetch_phase("taxi", "o1") == refetch_phase("taxi", "o1")
+    assert refetch_phase("taxi", "o1") != refetch_phase("eats", "o1")
+    tenths = Counter(int(refetch_phase("taxi", f"order-{i}") * 10) for i in range(10_000))
+    assert set(tenths) == set(range(10))
+    assert all(900 <= count <= 1100 for count in tenths.values()), tenths
