@@ -4,12 +4,33 @@ retries through aiohttp-retry, and an overall deadline per call."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from aiohttp_retry import ExponentialRetry, RetryClient
+
+from shared.protocol.circuit import CircuitBreaker
+from shared.protocol.retry_budget import RetryBudget
+
+
+class CircuitOpenError(aiohttp.ClientConnectionError):
+    """No call was made: the upstream's circuit is open after failures in a row."""
+
+
+class _BudgetedRetry(ExponentialRetry):
+    """aiohttp-retry's exponential retry that tells the budget each time it retries."""
+
+    def __init__(self, on_retry: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_retry = on_retry
+
+    def get_timeout(self, attempt: int, response: aiohttp.ClientResponse | None = None) -> float:
+        self._on_retry()
+        return super().get_timeout(attempt, response)
 
 
 @dataclass(frozen=True)
@@ -23,11 +44,12 @@ class RetryPolicy:
     backoff_s: float = 0.01
     exceptions: tuple[type[Exception], ...] = field(default=(aiohttp.ClientConnectionError,))
 
-    def options(self) -> ExponentialRetry:
+    def options(self, on_retry: Callable[[], None] | None = None) -> ExponentialRetry:
         exceptions: set[type[Exception]] = set(self.exceptions)
         if self.retry_on_timeout:
             exceptions |= {asyncio.TimeoutError, aiohttp.ServerTimeoutError}
-        return ExponentialRetry(
+        return _BudgetedRetry(
+            on_retry or (lambda: None),
             attempts=self.attempts,
             start_timeout=self.backoff_s,
             factor=1.0,
@@ -35,6 +57,18 @@ class RetryPolicy:
             exceptions=exceptions,
             retry_all_server_errors=self.retry_on_5xx,
         )
+
+
+@dataclass
+class Protection:
+    """What keeps clients from multiplying load on a failing upstream: a circuit breaker
+    (failures in a row open it; then one probe at a time) and a retry budget. `on_event`
+    hears "retry", "retry_over_budget" and "circuit_open" (a call not made), for metrics."""
+
+    circuit: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(10, 2.0))
+    retry_budget: RetryBudget = field(default_factory=RetryBudget)
+    on_event: Callable[[str], None] = lambda event: None
+    clock: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -78,6 +112,7 @@ class UpstreamClient:
         retry: RetryPolicy,
         session: aiohttp.ClientSession | None = None,
         headers: dict[str, str] | None = None,
+        protection: Protection | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.deadline_s = deadline_s
@@ -85,9 +120,17 @@ class UpstreamClient:
         self._owns_session = session is None
         self._session = session or create_session()
         self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self.protection = protection
         self._retry_client = RetryClient(
-            client_session=self._session, retry_options=retry.options()
+            client_session=self._session, retry_options=retry.options(self._retried)
         )
+        # past the retry budget a call is made once
+        self._no_retry = RetryPolicy(attempts=1).options()
+
+    def _retried(self) -> None:
+        if self.protection is not None:
+            self.protection.retry_budget.retry(self.protection.clock())
+            self.protection.on_event("retry")
 
     async def close(self) -> None:
         if self._owns_session:
@@ -103,10 +146,48 @@ class UpstreamClient:
     ) -> UpstreamResponse:
         """POST JSON; retries per the policy; raises TimeoutError past the deadline and
         aiohttp.ClientError when the upstream cannot be reached."""
+        protection = self.protection
+        if protection is None:
+            return await self._post(path, body, headers, deadline_s, None)
+        now = protection.clock()
+        if not protection.circuit.allow(now):
+            protection.on_event("circuit_open")
+            raise CircuitOpenError(f"{self.base_url}: circuit open")
+        retry_options = None
+        if not protection.retry_budget.can_retry(now):
+            protection.on_event("retry_over_budget")
+            retry_options = self._no_retry
+        protection.retry_budget.call(now)
+        try:
+            response = await self._post(path, body, headers, deadline_s, retry_options)
+        except (TimeoutError, aiohttp.ClientError):
+            protection.circuit.failure(protection.clock())
+            raise
+        except BaseException:
+            protection.circuit.abandon()
+            raise
+        if response.status >= 500:
+            protection.circuit.failure(protection.clock())
+        else:
+            protection.circuit.success()
+        return response
+
+    async def _post(
+        self,
+        path: str,
+        body: bytes,
+        headers: dict[str, str] | None,
+        deadline_s: float | None,
+        retry_options: ExponentialRetry | None,
+    ) -> UpstreamResponse:
         all_headers = {**self._headers, **headers} if headers else self._headers
         async with asyncio.timeout(deadline_s or self.deadline_s):
             async with self._retry_client.post(
-                self.base_url + path, data=body, headers=all_headers, timeout=self._attempt_timeout
+                self.base_url + path,
+                data=body,
+                headers=all_headers,
+                timeout=self._attempt_timeout,
+                retry_options=retry_options,
             ) as response:
                 payload = await response.read()
                 return UpstreamResponse(response.status, payload, dict(response.headers))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -7,9 +8,12 @@ from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config import DEFAULT_EMULATOR_URL, DEFAULT_ORDER_TAGS_URL, ServiceSettings
+from shared.http import Protection
 from shared.policy import DEFAULT_POLICY_PATH, PollingPolicy
+from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
+from shared.protocol.retry_budget import RetryBudget
 
 # where each upstream lives on the emulator; any of them can be pointed elsewhere
 EMULATOR_PATHS = {
@@ -90,6 +94,14 @@ class ProtocolSettings(BaseSettings):
     degraded_memo_bytes: int = Field(64 * 2**20, ge=0)
     circuit_failures: int = Field(5, ge=1)
     circuit_open_s: float = Field(2.0, gt=0)
+    # each upstream (sources, totw, details, taxiroute): its circuit opens after this many
+    # failed calls in a row, for this long, then lets one probe through
+    upstream_circuit_failures: int = Field(10, ge=1)
+    upstream_circuit_open_s: float = Field(2.0, gt=0)
+    # retries at most this share of an upstream's calls in the last 10 s (Envoy's budget),
+    # and at least retry_budget_min of them
+    retry_budget_ratio: float = Field(0.2, ge=0, le=1)
+    retry_budget_min: int = Field(3, ge=0)
     max_known_orders: int = Field(20, ge=1)
     max_extra_fields: int = Field(16, ge=0)
     max_extra_bytes: int = Field(2048, ge=0)
@@ -117,6 +129,14 @@ class ProtocolSettings(BaseSettings):
                 f"overload_in_flight ({self.overload_in_flight})"
             )
         return self
+
+    def protection(self, on_event: Callable[[str], None]) -> Protection:
+        """A breaker and a retry budget for one upstream."""
+        return Protection(
+            CircuitBreaker(self.upstream_circuit_failures, self.upstream_circuit_open_s),
+            RetryBudget(self.retry_budget_ratio, self.retry_budget_min),
+            on_event,
+        )
 
     def timings(self) -> TagTimings:
         return TagTimings(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -27,6 +29,13 @@ class BffMetrics:
             "Part fetches answered from the fetch of the same order made while the tag cache "
             "was down, less than a degraded TTL before (no upstream call)",
             ["service", "part"],
+            registry=registry,
+        )
+        self.upstream_events = Counter(
+            "mlutp_upstream_protection",
+            "Upstream calls the protection changed, by upstream and event: retry (a retry went "
+            "out), retry_over_budget (a call made without its retry), circuit_open (not made)",
+            ["upstream", "event"],
             registry=registry,
         )
         self.tags_created = Counter(
@@ -92,3 +101,11 @@ class BffMetrics:
             ["service", "part", "outcome"],
             registry=registry,
         )
+
+    def upstream_event(self, upstream: str) -> Callable[[str], None]:
+        """The counter of one upstream's protection events, as its `on_event`."""
+
+        def count(event: str) -> None:
+            self.upstream_events.labels(upstream, event).inc()
+
+        return count

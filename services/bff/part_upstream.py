@@ -13,7 +13,7 @@ import aiohttp
 
 from shared import wire
 from shared.errors import ServiceUnavailable
-from shared.http import RetryPolicy, UpstreamClient, UpstreamResponse
+from shared.http import CircuitOpenError, Protection, RetryPolicy, UpstreamClient, UpstreamResponse
 
 log = logging.getLogger("mlutp.parts")
 
@@ -44,6 +44,7 @@ class PartUpstreamClient(UpstreamClient):
         timeout_s: float,
         deadline_s: float,
         session: aiohttp.ClientSession | None = None,
+        protection: Protection | None = None,
     ) -> None:
         super().__init__(
             url,
@@ -51,11 +52,14 @@ class PartUpstreamClient(UpstreamClient):
             attempt_timeout_s=timeout_s,
             deadline_s=deadline_s,
             retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=True),
+            protection=protection,
         )
 
     async def fetch(self, body: Mapping[str, Any], headers: dict[str, str]) -> Fetched:
         try:
             response = await self.post("", wire.encode(body), headers=headers)
+        except CircuitOpenError:
+            return Fetched(FetchOutcome.STALE)  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:
             log.warning("part upstream failed", extra={"url": self.base_url, "error": repr(exc)})
             return Fetched(FetchOutcome.STALE)

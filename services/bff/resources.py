@@ -83,6 +83,9 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
                 settings.upstreams.order_source_url(service) or "",
                 deadline_s=protocol.source_deadline_s,
                 session=app[HTTP_SESSION],
+                protection=protocol.protection(
+                    app[BFF_METRICS].upstream_event(f"source:{service}")
+                ),
             )
             for service in policy.services
         }
@@ -113,6 +116,7 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
                 timeout_s=protocol.part_timeout_s,
                 deadline_s=protocol.part_deadline_s,
                 session=app[HTTP_SESSION],
+                protection=protocol.protection(app[BFF_METRICS].upstream_event(part_type)),
             )
             for part_type, url in urls.items()
         }

@@ -8,7 +8,7 @@ import logging
 import aiohttp
 import msgspec
 
-from shared.http import RetryPolicy, UpstreamClient
+from shared.http import CircuitOpenError, Protection, RetryPolicy, UpstreamClient
 from shared.upstream_wire import SourceResponse
 
 log = logging.getLogger("mlutp.sources")
@@ -24,6 +24,7 @@ class OrderSourceClient(UpstreamClient):
         *,
         deadline_s: float,
         session: aiohttp.ClientSession | None = None,
+        protection: Protection | None = None,
     ) -> None:
         super().__init__(
             url,
@@ -32,6 +33,7 @@ class OrderSourceClient(UpstreamClient):
             deadline_s=deadline_s,
             # a timeout has used the deadline already: only fast failures are retried
             retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=False),
+            protection=protection,
         )
         self.service = service
 
@@ -39,6 +41,8 @@ class OrderSourceClient(UpstreamClient):
         """The user's active orders, or None when the source is unavailable."""
         try:
             response = await self.post("", b"{}", headers=headers)
+        except CircuitOpenError:
+            return None  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:
             log.warning(
                 "order source unavailable", extra={"source": self.service, "error": repr(exc)}

@@ -1,0 +1,107 @@
+"""A failing upstream is protected from clients that retry on every poll (issue 13, part 4):
+its circuit opens after failures in a row (calls are then answered stale without being
+made), one probe at a time closes it again, and retries stay within the retry budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from services.orders_state.app import create_app as create_orders_state
+from services.orders_state.config import OrdersStateSettings
+from tests.emulator_api import create_order_id, set_fault, stats
+from tests.services.conftest import bff_kwargs, protocol_for_tests
+
+FAST = "/mlutp/v1/taxi/fast_info"
+FAILURES_TO_OPEN = 10
+OPEN_S = 0.5
+
+
+@pytest.fixture
+async def protected(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+) -> TestClient:
+    protocol = protocol_for_tests(
+        upstream_circuit_failures=FAILURES_TO_OPEN,
+        upstream_circuit_open_s=OPEN_S,
+        retry_budget_ratio=0.2,
+        retry_budget_min=3,
+    )
+    settings = OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server, protocol))
+    return await aiohttp_client(create_orders_state(settings))
+
+
+async def totw_calls(emulator: TestClient) -> int:
+    count: int = (await stats(emulator))["calls"].get("totw", 0)
+    return count
+
+
+async def fetch_fast(client: TestClient, user: str, orderid: str) -> dict:
+    resp = await client.post(
+        FAST, json={"orders": [{"orderid": orderid}]}, headers={"X-Yandex-UID": user}
+    )
+    assert resp.status == 200, await resp.text()
+    [part] = (await resp.json())["orders"]
+    return dict(part)
+
+
+async def test_a_client_retrying_every_poll_cannot_multiply_load_on_a_failing_totw(
+    protected: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "error500")
+    before = await totw_calls(emulator)
+    started = time.monotonic()
+    requests = 100
+    for _ in range(requests):
+        part = await fetch_fast(protected, unique, orderid)
+        assert part["error"] == {"update_status": "stale"}
+    elapsed = time.monotonic() - started
+    made = await totw_calls(emulator) - before
+    # unprotected: a call and its retry per request, 200. Protected: the failures that open
+    # the circuit, their retries within the budget's floor, then one probe per open period
+    probes = int(elapsed / OPEN_S) + 1
+    assert made <= FAILURES_TO_OPEN + 3 + 2 * probes, (made, elapsed)
+    assert made < requests
+
+    # the upstream is back: after the open period one probe goes through and closes it
+    await set_fault(emulator, "totw", "ok")
+    deadline = time.monotonic() + 10 * OPEN_S
+    while "error" in (part := await fetch_fast(protected, unique, orderid)):
+        assert time.monotonic() < deadline, "the circuit never closed"
+    assert part["status"] == "driving"
+    # closed: every request reaches the upstream again
+    before = await totw_calls(emulator)
+    for _ in range(5):
+        assert "error" not in await fetch_fast(protected, unique, orderid)
+    assert await totw_calls(emulator) - before == 5
+
+
+async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+    emulator: TestClient,
+    unique: str,
+):
+    # a circuit that never opens here, to see the budget alone
+    protocol = protocol_for_tests(
+        upstream_circuit_failures=10_000, retry_budget_ratio=0.2, retry_budget_min=3
+    )
+    settings = OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server, protocol))
+    client = await aiohttp_client(create_orders_state(settings))
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "error500")
+    before = await totw_calls(emulator)
+    requests = 50
+    for _ in range(requests):
+        assert "error" in await fetch_fast(client, unique, orderid)
+    made = await totw_calls(emulator) - before
+    # every request would retry once (100 calls); the budget allows 20 % of the calls
+    assert made <= requests + max(3, 0.2 * requests) + 1, made
+    assert made > requests  # the budget's share of retries did go out
