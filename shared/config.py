@@ -28,6 +28,11 @@ class ServiceSettings(BaseSettings):
     log_json: bool = Field(True, validation_alias=AliasChoices("LOG_JSON", "log_json"))
     # in-flight requests get this long to finish after SIGTERM
     shutdown_timeout_s: float = Field(10.0, ge=0)
+    # a request (headers and body) must arrive whole this soon after its first byte, or its
+    # connection is closed: a slow client holds no memory for long. 0: no limit
+    request_read_timeout_s: float = Field(5.0, ge=0)
+    # an idle keep-alive connection is closed after this long
+    keepalive_timeout_s: float = Field(30.0, gt=0)
 
 
 class RedisSettings(BaseSettings):

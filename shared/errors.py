@@ -51,6 +51,13 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class RequestTimeout(DomainError):
+    """The request's body did not arrive within the read timeout."""
+
+    status = 408
+    code = "request_timeout"
+
+
 class PayloadTooLarge(DomainError):
     status = 413
     code = "payload_too_large"

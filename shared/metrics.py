@@ -26,6 +26,13 @@ class HttpMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.slow_requests = Counter(
+            "http_slow_requests",
+            "Connections closed because a request did not arrive whole within the read "
+            "timeout, by what was still missing (headers, body)",
+            ["missing"],
+            registry=self.registry,
+        )
 
         # label lookups cost more than the update itself: keep the children per label set
         self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}

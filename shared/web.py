@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 
 from shared import wire
 from shared.config import ServiceSettings
-from shared.errors import DomainError, PayloadTooLarge, StartupError
+from shared.errors import DomainError, PayloadTooLarge, RequestTimeout, StartupError
 from shared.logs import request_id_var, setup_logging
 from shared.metrics import HttpMetrics
 
@@ -33,6 +34,18 @@ REQUEST_ID_HEADER = "X-Request-Id"
 JSON_CONTENT_TYPE = "application/json"
 
 METRICS = web.AppKey("metrics", HttpMetrics)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a client may take: to send a request whole (0: no limit), and to stay idle
+    between requests on a keep-alive connection."""
+
+    request_read_timeout_s: float
+    keepalive_timeout_s: float
+
+
+CONNECTION_LIMITS = web.AppKey("connection_limits", ConnectionLimits)
 # a check /ping awaits: True when the service can serve
 PingCheck = Callable[[], Awaitable[bool]]
 PING_CHECK: web.AppKey[PingCheck] = web.AppKey("ping_check")
@@ -143,6 +156,9 @@ def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
         middlewares=[service_middleware],
     )
     app[METRICS] = HttpMetrics(service)
+    app[CONNECTION_LIMITS] = ConnectionLimits(
+        settings.request_read_timeout_s, settings.keepalive_timeout_s
+    )
     app.router.add_get("/ping", ping)
     app.router.add_get("/metrics", metrics)
     return app
@@ -160,10 +176,83 @@ def load_settings(service: str, settings_class: Callable[[], S]) -> S:
         raise SystemExit(2) from None
 
 
-class JsonErrorRequestHandler(web.RequestHandler):
-    """aiohttp answers a request it cannot parse (a malformed request line or header, a
-    Content-Length beside a Transfer-Encoding) itself, before any middleware runs, in plain
-    text. This answers it with the services' `{"code", "message"}` body instead."""
+_SLOW_HEADERS_RESPONSE = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+
+
+class ServiceRequestHandler(web.RequestHandler):
+    """The services' connection handler.
+
+    - aiohttp answers a request it cannot parse (a malformed request line or header, a
+      Content-Length beside a Transfer-Encoding) itself, before any middleware runs, in plain
+      text. This answers it with the services' `{"code", "message"}` body instead.
+    - A request must arrive whole within the read timeout of its first byte (aiohttp has no
+      such limit): one whose headers are late gets a 408 and its connection is closed; one
+      whose body is late gets a 408 from its handler's read, then the connection is closed.
+      So a client trickling bytes holds a connection for seconds, not for ever.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        read_timeout_s: float = 0.0,
+        on_slow_request: Callable[[str], None] = lambda missing: None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_timeout_s = read_timeout_s
+        self._on_slow_request = on_slow_request
+        self._read_deadline: asyncio.TimerHandle | None = None
+        # the body of the last request whose headers have arrived
+        self._receiving: Any = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._read_deadline is None and data and self._read_timeout_s > 0:
+            # the first bytes of a request: all of it must be here in time
+            self._read_deadline = self._loop.call_later(self._read_timeout_s, self._read_late)
+            self._receiving = None
+        queued = len(self._messages)
+        super().data_received(data)
+        if len(self._messages) > queued:
+            # aiohttp's queue of parsed requests (private): the newest is the one arriving
+            self._receiving = self._messages[-1][1]
+        if (
+            self._read_deadline is not None
+            and self._receiving is not None
+            and self._receiving.is_eof()
+        ):
+            self._read_deadline.cancel()
+            self._read_deadline = None
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+        super().connection_lost(exc)
+
+    def _read_late(self) -> None:
+        self._read_deadline = None
+        if self._receiving is not None:
+            # the headers came, the body is late: its handler's read answers 408, and the
+            # connection closes after that answer
+            self._on_slow_request("body")
+            self._receiving.set_exception(
+                RequestTimeout(f"the request body did not arrive within {self._read_timeout_s} s")
+            )
+            self.close()
+            return
+        self._on_slow_request("headers")
+        if self.transport is not None:
+            body = wire.encode(
+                wire.Error(
+                    code="request_timeout",
+                    message=f"the request did not arrive within {self._read_timeout_s} s",
+                )
+            )
+            self.transport.write(_SLOW_HEADERS_RESPONSE % (len(body), body))
+        self.force_close()
 
     def handle_error(
         self,
@@ -184,24 +273,32 @@ class JsonErrorRequestHandler(web.RequestHandler):
         return response
 
 
-class JsonErrorServer(web.Server):
+class ServiceServer(web.Server):
     def __call__(self) -> web.RequestHandler:
-        return JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
+        return ServiceRequestHandler(self, loop=self._loop, **self._kwargs)
 
 
 class ServiceRunner(web.AppRunner):
-    """An AppRunner whose connections answer parse errors with a JSON body
-    (JsonErrorRequestHandler); the app's own startup and cleanup are the stock ones."""
+    """An AppRunner whose connections are ServiceRequestHandlers, limited as the app's
+    settings say (CONNECTION_LIMITS); the app's own startup and cleanup are the stock ones."""
 
     def __init__(self, app: web.Application, **kwargs: Any) -> None:
+        limits = app.get(CONNECTION_LIMITS)
+        if limits is not None:
+            kwargs.setdefault("keepalive_timeout", limits.keepalive_timeout_s)
         super().__init__(app, **kwargs)
         self._server_kwargs = {
             k: v for k, v in kwargs.items() if k not in ("handle_signals", "shutdown_timeout")
         }
+        if limits is not None and METRICS in app:
+            self._server_kwargs["read_timeout_s"] = limits.request_read_timeout_s
+            self._server_kwargs["on_slow_request"] = lambda missing: (
+                app[METRICS].slow_requests.labels(missing).inc()
+            )
 
     async def _make_server(self) -> web.Server:
         stock = await super()._make_server()
-        return JsonErrorServer(
+        return ServiceServer(
             stock.request_handler,
             request_factory=stock.request_factory,
             **self._server_kwargs,

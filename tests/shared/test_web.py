@@ -4,13 +4,17 @@ services' own runner, never plain text."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
+import msgspec
 import pytest
+from aiohttp import web
 
 from shared.config import ServiceSettings
-from shared.web import create_base_app
+from shared.web import METRICS, create_base_app, json_response, read_json
 from tests import raw_http
 from tests.apps import ServiceTestServer
 
@@ -62,3 +66,119 @@ async def test_a_well_formed_request_on_the_same_runner_is_served(
         server, b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
     assert status == 200 and json.loads(body) == {"status": "ok"}
+
+
+# --- slow clients (issue 13, part 8) -----------------------------------------------------------
+
+READ_TIMEOUT_S = 0.3
+KEEPALIVE_S = 0.5
+
+
+class Echo(msgspec.Struct):
+    value: int
+
+
+_echo = msgspec.json.Decoder(Echo)
+
+
+async def echo(request: web.Request) -> web.Response:
+    return json_response(await read_json(request, _echo))
+
+
+@pytest.fixture
+async def limited() -> AsyncIterator[ServiceTestServer]:
+    settings = ServiceSettings(
+        port=0, request_read_timeout_s=READ_TIMEOUT_S, keepalive_timeout_s=KEEPALIVE_S
+    )
+    app = create_base_app("test", settings)
+    app.router.add_post("/echo", echo)
+    server = ServiceTestServer(app)
+    await server.start_server()
+    yield server
+    await server.close()
+
+
+async def open_connection(
+    server: ServiceTestServer,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    assert server.host is not None and server.port is not None
+    return await asyncio.open_connection(server.host, server.port)
+
+
+async def read_until_closed(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sends until it closes the connection (bounded: a server that
+    never closes fails the test)."""
+    async with asyncio.timeout(5):
+        return await reader.read()
+
+
+def slow_requests(server: ServiceTestServer, missing: str) -> float:
+    value = server.app[METRICS].registry.get_sample_value(
+        "http_slow_requests_total", {"missing": missing}
+    )
+    return value or 0.0
+
+
+async def test_headers_that_do_not_arrive_in_time_get_a_408_and_the_connection_closed(
+    limited: ServiceTestServer,
+) -> None:
+    reader, writer = await open_connection(limited)
+    started = time.monotonic()
+    writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+    answer = await read_until_closed(reader)
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer
+    assert json.loads(body)["code"] == "request_timeout"
+    assert time.monotonic() - started < 5 * READ_TIMEOUT_S + 1
+    assert slow_requests(limited, "headers") == 1
+
+
+async def test_a_body_that_does_not_arrive_in_time_gets_a_408_and_the_connection_closed(
+    limited: ServiceTestServer,
+) -> None:
+    reader, writer = await open_connection(limited)
+    writer.write(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 12\r\n\r\n{"val'  # 5 of the 12 bytes
+    )
+    answer = await read_until_closed(reader)
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer
+    assert json.loads(body)["code"] == "request_timeout"
+    assert slow_requests(limited, "body") == 1
+
+
+async def test_a_request_that_arrived_in_time_is_not_cut_by_the_read_timeout(
+    limited: ServiceTestServer,
+) -> None:
+    reader, writer = await open_connection(limited)
+    request = (
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 11\r\n\r\n{"value":1}'
+    )
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    assert json.loads(await reader.readexactly(length)) == {"value": 1}
+    # past the read timeout (but within the keep-alive), the same connection still serves
+    await asyncio.sleep(READ_TIMEOUT_S + 0.1)
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    writer.close()
+    assert slow_requests(limited, "headers") == slow_requests(limited, "body") == 0
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_the_keepalive_timeout(
+    limited: ServiceTestServer,
+) -> None:
+    reader, writer = await open_connection(limited)
+    writer.write(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    started = time.monotonic()
+    answer = await read_until_closed(reader)  # the answer, then nothing until the close
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert time.monotonic() - started + 0.05 >= KEEPALIVE_S
