@@ -161,6 +161,8 @@ class ClientStats:
     requests: int = 0
     bytes_received: int = 0
     errors: int = 0
+    # answers with a 5xx status (counted among errors too)
+    server_errors: int = 0
     poll_latencies: list[float] = field(default_factory=list)
     part_requests: int = 0
 
@@ -761,6 +763,7 @@ class MlutpClient:
                     self.poll_again_at_once = False
                 if response.status != 200:
                     self.stats.errors += 1
+                    self.stats.server_errors += response.status >= 500
                     return None
                 answer: dict[str, Any] = await response.json(content_type=None)
                 return answer

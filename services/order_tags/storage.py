@@ -107,7 +107,7 @@ class TagStore:
             for order, parts in orders:
                 args: list[str | int] = [self.ttl_s, 1, int(self.publish)]
                 for part in parts:
-                    args += [part, new_content_tag()]
+                    args += [part, new_content_tag(created=True)]
                 pipe.eval(SET_TAGS_SCRIPT, 1, tags_key(order.service, order.orderid), *args)
             results: list[list[str]] = await pipe.execute()
             return [dict(zip(flat[::2], flat[1::2], strict=True)) for flat in results]

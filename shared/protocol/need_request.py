@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.policy import PartRule
-from shared.protocol.tags import ClientTag, decode_tag, valid_tag
+from shared.protocol.tags import ClientTag, created_at_ms, decode_tag, valid_tag
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,21 @@ def part_needed(
         # spread as the tags were issued, not everything 2 s after it
         return force or age_ms >= timings.degraded_min_ttl_ms
     # 5. changed: now if forced, else once the min TTL has passed
-    return force or age_ms >= timings.min_ttl_ms
+    return force or now_ms >= _changed_due_ms(client_tag, stored_content, timings, refetch_phase)
+
+
+def _changed_due_ms(
+    client_tag: ClientTag, stored_content: str | None, timings: TagTimings, refetch_phase: float
+) -> int:
+    """When a changed part is due (rule 5). A stored tag that was created because the order
+    had none differs from the client's because the tags were lost (Redis came back empty,
+    or they expired), not because the data changed: it is due at the order's own moment in
+    the degraded TTL after the creation, so that losing every tag at once is no burst."""
+    due = client_tag.issued_ms + timings.min_ttl_ms
+    created = created_at_ms(stored_content)
+    if created is not None and client_tag.content is not None:
+        due = max(due, created + int(refetch_phase * timings.degraded_min_ttl_ms))
+    return due
 
 
 def part_held_until_ms(
@@ -90,6 +104,7 @@ def part_held_until_ms(
     force: bool,
     cache: CacheState,
     timings: TagTimings,
+    refetch_phase: float = 0.0,
 ) -> int | None:
     """When a part that a TTL holds back (rule 5, or a degraded tag after the cache's return;
     not forced) becomes needed; None for a part no passing of time alone makes needed. A
@@ -100,7 +115,7 @@ def part_held_until_ms(
         return None
     if client_tag.degraded:
         return client_tag.issued_ms + timings.degraded_min_ttl_ms
-    return client_tag.issued_ms + timings.min_ttl_ms
+    return _changed_due_ms(client_tag, stored_content, timings, refetch_phase)
 
 
 @dataclass(frozen=True)
@@ -155,6 +170,7 @@ def decide_parts(
             force=force,
             cache=cache,
             timings=timings,
+            refetch_phase=refetch_phase,
         )
         if held_until is not None:
             held.append(held_until)

@@ -29,12 +29,26 @@ _ISSUED = re.compile(r"^[0-9a-z]{1,12}$")
 DEGRADED_MARK = "~"
 
 
-def new_content_tag() -> str:
+CREATED_PREFIX = "n"
+_CREATED = re.compile(r"^n([0-9a-f]{1,12})-")
+
+
+def new_content_tag(*, created: bool = False, now_ms: int | None = None) -> str:
     """A content tag unique without coordination (milliseconds, then 48 random bits,
-    URL-safe): for a bump, and for a part that had none, so no client tag matches it by
-    chance."""
-    millis = int(time.time() * 1000)
-    return f"b{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
+    URL-safe), so no client tag matches it by chance. `created`: for a part that had none
+    (a new order, or one whose tags were lost): such a tag says when it was made, for a
+    client tag that differs from it differs because the tags were lost, not the data."""
+    millis = int(time.time() * 1000) if now_ms is None else now_ms
+    prefix = CREATED_PREFIX if created else "b"
+    return f"{prefix}{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
+
+
+def created_at_ms(content: str | None) -> int | None:
+    """When a content tag made for a part that had none was made; None for any other."""
+    if content is None:
+        return None
+    match = _CREATED.match(content)
+    return int(match.group(1), 16) if match else None
 
 
 @dataclass(frozen=True)

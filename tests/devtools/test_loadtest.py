@@ -44,6 +44,7 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         assert len(phase["timeline"]) == 6
         assert set(phase["freshness_s"]) == {"p50", "p95", "p99"}
         assert set(phase["poll_latency_ms"]) == {"p50", "p95", "p99"}
+        assert phase["peak_heavy_calls_per_order_minute"] >= phase["heavy_calls_per_order_minute"]
     assert set(written["ratios_new_over_legacy"]) == {
         "heavy_calls_per_order_minute",
         "bytes_per_client_minute",
@@ -53,6 +54,11 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         "wait_freshness_p95",
         "redis_down_heavy_calls_per_order_minute",
         "wait_redis_down_heavy_calls_per_order_minute",
+        # the worst 5-s window of each phase against the legacy rate
+        "mlutp_peak_5s",
+        "mlutp_wait_peak_5s",
+        "mlutp_redis_down_peak_5s",
+        "mlutp_wait_redis_down_peak_5s",
     }
     # the waiting clients poll far less often than the plain ones
     phases = written["phases"]

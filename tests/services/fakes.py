@@ -62,7 +62,7 @@ class FakeOrderTags:
             key = OrderKey(order.service, order.orderid)
             current = self.stored.setdefault(key, {})
             for part in order.parts:
-                current.setdefault(part, new_content_tag())
+                current.setdefault(part, new_content_tag(created=True))
             created[key] = dict(current)
         return created
 

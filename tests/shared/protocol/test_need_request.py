@@ -13,7 +13,14 @@ from shared.protocol.need_request import (
     part_held_until_ms,
     part_needed,
 )
-from shared.protocol.tags import ClientTag, decode_tag, encode_tag, refetch_phase
+from shared.protocol.tags import (
+    ClientTag,
+    created_at_ms,
+    decode_tag,
+    encode_tag,
+    new_content_tag,
+    refetch_phase,
+)
 
 T = TagTimings(min_ttl_ms=2_000, degraded_min_ttl_ms=10_000)
 NOW = 1_800_000_000_000
@@ -242,3 +249,50 @@ def test_each_order_has_one_fixed_refetch_phase_and_the_fleets_are_spread_evenly
     tenths = Counter(int(refetch_phase("taxi", f"order-{i}") * 10) for i in range(10_000))
     assert set(tenths) == set(range(10))
     assert all(900 <= count <= 1100 for count in tenths.values()), tenths
+
+
+def test_tags_lost_and_created_again_are_refetched_at_the_orders_moment_not_all_at_once():
+    # Redis came back empty 1 s ago: the poll created a new tag for the part; the client's
+    # tag differs because the tags were lost, not the data
+    created = new_content_tag(created=True, now_ms=NOW - 1_000)
+    assert created_at_ms(created) == NOW - 1_000
+    old = tag("v1", 60_000)
+
+    def due(phase: float, now_ms: int) -> bool:
+        return part_needed(
+            rule(),
+            old,
+            created,
+            force=False,
+            cache=CACHE_UP,
+            now_ms=now_ms,
+            timings=T,
+            refetch_phase=phase,
+        )
+
+    assert not due(0.5, NOW)  # due 5 s after the creation
+    assert due(0.5, NOW + 4_000)
+    assert due(0.0, NOW)
+    held = part_held_until_ms(
+        rule(), old, created, force=False, cache=CACHE_UP, timings=T, refetch_phase=0.5
+    )
+    assert held == NOW + 4_000
+    # force (after a user change) still skips the wait
+    assert part_needed(
+        rule(), old, created, force=True, cache=CACHE_UP, now_ms=NOW, timings=T, refetch_phase=0.5
+    )
+
+
+def test_a_tag_bumped_by_a_change_is_due_after_the_min_ttl_as_before():
+    bumped = new_content_tag(now_ms=NOW - 1_000)
+    assert created_at_ms(bumped) is None
+    assert part_needed(
+        rule(),
+        tag("v1", 2_000),
+        bumped,
+        force=False,
+        cache=CACHE_UP,
+        now_ms=NOW,
+        timings=T,
+        refetch_phase=0.99,
+    )

@@ -1,0 +1,156 @@
+"""Benchmark: orders_state overloaded by a closed loop of many connections, with admission
+control (the default cap of polls in progress) and without it (a cap no load reaches), side by
+side in one run, at each connection count.
+
+For each: admitted polls (200) per second and their p50/p99; the share answered 503 and how
+fast a 503 comes; and the share of 200s that said an order source was unavailable (with the
+polls queued in the process past the sources' deadline, a user opening the app sees no
+orders). The server under test runs on CPU 0; the load, Redis, order_tags and the emulator on
+CPU 1.
+
+    python benchmarks/overload.py [--seconds 10] [--connections 1000,3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.loadgen import build_request, percentile
+from devtools.bench_stack import post_json, upstream_stack, wait_http
+from shared.embedded_redis import free_port
+
+PATH = "/mlutp/v1/orders/state"
+USERS = 50
+UNCAPPED = 1_000_000
+
+
+@dataclass
+class Outcome:
+    statuses: Counter[int] = field(default_factory=Counter)
+    latencies: dict[int, list[float]] = field(default_factory=dict)
+    unavailable: int = 0
+    seconds: float = 0.0
+
+    def line(self, name: str) -> str:
+        total = sum(self.statuses.values())
+        ok = self.latencies.get(200, [])
+        shed = self.latencies.get(503, [])
+        return (
+            f"{name:26s} admitted {len(ok) / self.seconds:6.0f}/s  "
+            f"p50 {percentile(ok, 0.5) * 1000:7.1f} ms  p99 {percentile(ok, 0.99) * 1000:7.1f} ms  "
+            f"503 {self.statuses[503] / max(total, 1):6.1%} "
+            f"(p50 {percentile(shed, 0.5) * 1000:6.1f} ms)  "
+            f"source unavailable {self.unavailable / max(len(ok), 1):6.1%} of 200s  "
+            f"other {total - self.statuses[200] - self.statuses[503]}"
+        )
+
+
+async def _connection(
+    port: int, requests: list[bytes], index: int, stop_at: float, outcome: Outcome
+) -> None:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        outcome.statuses[0] += 1
+        return
+    request = requests[index % len(requests)]
+    try:
+        while time.perf_counter() < stop_at:
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            body = await reader.readexactly(length)
+            outcome.statuses[status] += 1
+            outcome.latencies.setdefault(status, []).append(time.perf_counter() - started)
+            if status == 200 and b"service_unavailable" in body:
+                outcome.unavailable += 1
+            if status == 503:
+                # a client told to come back later does; here it waits a little, bounded
+                await asyncio.sleep(0.05)
+    except (OSError, asyncio.IncompleteReadError):
+        outcome.statuses[0] += 1
+    finally:
+        writer.close()
+
+
+async def closed_loop(
+    port: int, requests: list[bytes], connections: int, seconds: float
+) -> Outcome:
+    outcome = Outcome()
+    started = time.perf_counter()
+    stop_at = started + seconds
+    await asyncio.gather(
+        *(_connection(port, requests, i, stop_at, outcome) for i in range(connections))
+    )
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--connections", default="1000,3000")
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1})
+    counts = [int(c) for c in args.connections.split(",")]
+
+    with upstream_stack(cpu=1) as stack:
+        emulator = stack.emulator_url
+        body = json.dumps({"supported_services": ["taxi", "eats"]}).encode()
+        for user in range(USERS):
+            for service in ("taxi", "eats"):
+                post_json(
+                    f"{emulator}/emulator/v1/orders",
+                    json.dumps({"user_id": f"u{user}", "service": service}).encode(),
+                )
+        ports = {"admission control": free_port(), "no cap": free_port()}
+        for name, port in ports.items():
+            stack.env["ORDERS_STATE_PORT"] = str(port)
+            if name == "no cap":
+                stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(UNCAPPED)
+            stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
+        stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
+        cap = json.loads(
+            post_json(
+                f"http://127.0.0.1:{ports['admission control']}{PATH}",
+                body,
+                {"X-Yandex-UID": "u0"},
+            )
+        )
+        assert cap["orders"], cap
+
+        for connections in counts:
+            print(f"\n{connections} connections, {args.seconds:.0f} s each")
+            results = {}
+            for name, port in ports.items():
+                wait_http(f"http://127.0.0.1:{port}/ping")
+                requests = [
+                    build_request(port, PATH, body, {"X-Yandex-UID": f"u{user}"})
+                    for user in range(USERS)
+                ]
+                results[name] = asyncio.run(closed_loop(port, requests, connections, args.seconds))
+                print(results[name].line(name))
+            capped, uncapped = results["admission control"], results["no cap"]
+            p99 = percentile(capped.latencies.get(200, []), 0.99)
+            p99_uncapped = percentile(uncapped.latencies.get(200, []), 0.99)
+            if p99:
+                print(f"admitted p99, no cap / admission control: {p99_uncapped / p99:.1f}")
+
+
+if __name__ == "__main__":
+    main()

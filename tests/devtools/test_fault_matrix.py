@@ -1,0 +1,59 @@
+"""The fault matrix (issue 13): reference clients polling steadily on a stack of real
+processes while Redis is killed and started again empty, stopped (SIGSTOP), paused (CLIENT
+PAUSE), while totw answers 500 and while an order source is down, each for the middle half
+of a phase. For each: no 5xx reaches a client, orders_state recovers within seconds of the
+fault's end, and the heavy upstream calls in every 5-s window, the fault's start and end
+included, stay at or below the rate the same clients made by legacy polling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devtools.loadtest import FAULTS, LoadtestConfig, run_loadtest
+
+pytestmark = pytest.mark.fault_matrix
+
+# fewer orders make the 5-s windows noisier than the bound they are held to: with 60, the
+# worst window of an outage measured 0.8–0.9 of the legacy rate (docs/loadtest-results.md)
+CLIENTS = 60
+# the degraded TTL is 10 s: a fault of 14 s (the middle half) shows its start, a whole TTL
+# and its end
+DURATION_S = 28
+# the breaker's open period and the degraded TTL after the fault's end, with room
+RECOVERY_BOUND_S = 12
+
+
+async def test_no_moment_of_any_fault_loads_the_upstreams_above_legacy_polling(
+    tmp_path: Path,
+) -> None:
+    config = LoadtestConfig(
+        clients=CLIENTS,
+        duration_s=DURATION_S,
+        warmup_s=6,
+        ios_share=0.5,
+        faults=FAULTS,
+        fault_modes=("mlutp",),
+        with_wait=False,
+        out_dir=tmp_path,
+        progress=False,
+    )
+    report = await run_loadtest(config)
+    phases = report["phases"]
+    legacy_rate = phases["legacy"]["heavy_calls_per_order_minute"]
+    assert legacy_rate > 0
+    faulty = {name: phase for name, phase in phases.items() if phase["fault"] is not None}
+    assert {phase["fault"] for phase in faulty.values()} == set(FAULTS)
+    for name, phase in faulty.items():
+        assert phase["server_errors"] == 0, name
+        assert phase["peak_heavy_calls_per_order_minute"] <= legacy_rate, (
+            name,
+            phase["peak_heavy_calls_per_order_minute"],
+            legacy_rate,
+            phase["timeline"],
+        )
+        assert phase["recovery_s"] is not None and phase["recovery_s"] <= RECOVERY_BOUND_S, (
+            name,
+            phase["recovery_s"],
+        )
