@@ -105,6 +105,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", default="1000,3000")
+    parser.add_argument(
+        "--cap", type=int, default=None, help="MLUTP_MAX_POLLS_IN_FLIGHT (default: the default)"
+    )
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
     counts = [int(c) for c in args.connections.split(",")]
@@ -123,8 +126,12 @@ def main() -> None:
             stack.env["ORDERS_STATE_PORT"] = str(port)
             if name == "no cap":
                 stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(UNCAPPED)
+            elif args.cap is not None:
+                stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(args.cap)
+                stack.env["MLUTP_OVERLOAD_IN_FLIGHT"] = str(max(1, args.cap // 2))
             stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
         stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
+        stack.env.pop("MLUTP_OVERLOAD_IN_FLIGHT", None)
         cap = json.loads(
             post_json(
                 f"http://127.0.0.1:{ports['admission control']}{PATH}",
