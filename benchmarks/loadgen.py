@@ -77,6 +77,16 @@ def build_request(port: int, path: str, body: bytes, headers: dict[str, str]) ->
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a Content-Length: its status and its body."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    return int(head[9:12]), await reader.readexactly(length)
+
+
 async def _connection(
     port: int, request: bytes, stop_at: float, budget: list[int], result: LoadResult
 ) -> None:
@@ -86,13 +96,7 @@ async def _connection(
             budget[0] -= 1
             started = time.perf_counter()
             writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            status, _ = await read_response(reader)
             result.latencies.append(time.perf_counter() - started)
             result.requests += 1
             if status != 200:

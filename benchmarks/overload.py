@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.loadgen import build_request, percentile
+from benchmarks.loadgen import build_request, percentile, read_response
 from devtools.bench_stack import post_json, upstream_stack, wait_http
 from shared.embedded_redis import free_port
 
@@ -68,13 +68,7 @@ async def _connection(
         while time.perf_counter() < stop_at:
             started = time.perf_counter()
             writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            body = await reader.readexactly(length)
+            status, body = await read_response(reader)
             outcome.statuses[status] += 1
             outcome.latencies.setdefault(status, []).append(time.perf_counter() - started)
             if status == 200 and b"service_unavailable" in body:
