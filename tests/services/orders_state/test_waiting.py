@@ -339,7 +339,13 @@ async def stack_on(
         create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=settings))
     )
     emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
-    state_settings = OrdersStateSettings(**bff_kwargs(tags_server, emulator_server), redis=settings)
+    # subscribing to a fresh cluster's shards can take longer than the 0.5 s default on a
+    # loaded machine: no test here means a slow subscription
+    state_settings = OrdersStateSettings(
+        **bff_kwargs(tags_server, emulator_server),
+        redis=settings,
+        wakeup_subscribe_deadline_s=5.0,
+    )
     return (
         await aiohttp_client(emulator_server),
         await aiohttp_client(create_app(state_settings)),
