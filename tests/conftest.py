@@ -73,8 +73,14 @@ def redis_sync(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def redis_settings(redis_server: EmbeddedRedis) -> RedisSettings:
-    # generous on a noisy machine; the fault tests set the real deadline themselves
-    return RedisSettings(url=redis_server.url, command_deadline_s=1.0)
+    # generous on a noisy machine (a loaded CI run once saw a 0.2 s socket timeout fire under
+    # 30 concurrent writes); the fault tests set the real deadlines themselves
+    return RedisSettings(
+        url=redis_server.url,
+        command_deadline_s=1.0,
+        socket_timeout_s=1.0,
+        connect_timeout_s=1.0,
+    )
 
 
 @pytest.fixture
