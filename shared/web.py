@@ -290,8 +290,9 @@ class ServiceRunner(web.AppRunner):
         self._server_kwargs = {
             k: v for k, v in kwargs.items() if k not in ("handle_signals", "shutdown_timeout")
         }
-        if limits is not None and METRICS in app:
+        if limits is not None:
             self._server_kwargs["read_timeout_s"] = limits.request_read_timeout_s
+        if METRICS in app:
             self._server_kwargs["on_slow_request"] = lambda missing: (
                 app[METRICS].slow_requests.labels(missing).inc()
             )

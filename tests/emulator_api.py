@@ -64,6 +64,12 @@ async def stats(emulator: TestClient) -> dict[str, Any]:
     return result
 
 
+async def calls(emulator: TestClient, target: str) -> int:
+    """Calls the emulator served on one upstream endpoint since start."""
+    count: int = (await stats(emulator))["calls"].get(target, 0)
+    return count
+
+
 async def totw(emulator: TestClient, user: str, orderid: str) -> dict[str, Any]:
     """The order's whole totw document, as the user's legacy client would fetch it."""
     resp = await emulator.post(

@@ -26,15 +26,11 @@ class CacheState:
     unavailable_since_ms: int = 0
 
     @classmethod
-    def up(cls) -> CacheState:
-        return cls(True)
-
-    @classmethod
     def down(cls, since_ms: int = 0) -> CacheState:
         return cls(False, since_ms)
 
 
-CACHE_UP = CacheState.up()
+CACHE_UP = CacheState(available=True)
 
 
 def part_needed(

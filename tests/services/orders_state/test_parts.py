@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from shared.protocol.tags import decode_tag
 from shared.redis import tags_key
-from tests.emulator_api import change, create_order_id, set_fault, stats, totw
+from tests.emulator_api import calls, change, create_order_id, set_fault, stats, totw
 from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, poll
 
 FAST = "/mlutp/v1/taxi/fast_info"
@@ -24,12 +24,6 @@ async def fetch(
     assert resp.status == 200, await resp.text()
     result: dict = await resp.json()
     return result
-
-
-async def calls(emulator: TestClient, target: str) -> int:
-    served = await stats(emulator)
-    count: int = served["calls"].get(target, 0)
-    return count
 
 
 async def test_a_part_is_exactly_its_fields_that_the_upstream_returned(

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
-from tests.emulator_api import create_order_id, set_fault, stats
+from tests.emulator_api import calls, create_order_id, set_fault
 from tests.services.conftest import bff_kwargs, protocol_for_tests
 
 FAST = "/mlutp/v1/taxi/fast_info"
@@ -36,11 +36,6 @@ async def protected(
     return await aiohttp_client(create_orders_state(settings))
 
 
-async def totw_calls(emulator: TestClient) -> int:
-    count: int = (await stats(emulator))["calls"].get("totw", 0)
-    return count
-
-
 async def fetch_fast(client: TestClient, user: str, orderid: str) -> dict:
     resp = await client.post(
         FAST, json={"orders": [{"orderid": orderid}]}, headers={"X-Yandex-UID": user}
@@ -55,14 +50,14 @@ async def test_a_client_retrying_every_poll_cannot_multiply_load_on_a_failing_to
 ):
     orderid = await create_order_id(emulator, unique, status="driving")
     await set_fault(emulator, "totw", "error500")
-    before = await totw_calls(emulator)
+    before = await calls(emulator, "totw")
     started = time.monotonic()
     requests = 100
     for _ in range(requests):
         part = await fetch_fast(protected, unique, orderid)
         assert part["error"] == {"update_status": "stale"}
     elapsed = time.monotonic() - started
-    made = await totw_calls(emulator) - before
+    made = await calls(emulator, "totw") - before
     # unprotected: a call and its retry per request, 200. Protected: the failures that open
     # the circuit, their retries within the budget's floor, then one probe per open period
     probes = int(elapsed / OPEN_S) + 1
@@ -76,10 +71,10 @@ async def test_a_client_retrying_every_poll_cannot_multiply_load_on_a_failing_to
         assert time.monotonic() < deadline, "the circuit never closed"
     assert part["status"] == "driving"
     # closed: every request reaches the upstream again
-    before = await totw_calls(emulator)
+    before = await calls(emulator, "totw")
     for _ in range(5):
         assert "error" not in await fetch_fast(protected, unique, orderid)
-    assert await totw_calls(emulator) - before == 5
+    assert await calls(emulator, "totw") - before == 5
 
 
 async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
@@ -97,11 +92,11 @@ async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
     client = await aiohttp_client(create_orders_state(settings))
     orderid = await create_order_id(emulator, unique, status="driving")
     await set_fault(emulator, "totw", "error500")
-    before = await totw_calls(emulator)
+    before = await calls(emulator, "totw")
     requests = 50
     for _ in range(requests):
         assert "error" in await fetch_fast(client, unique, orderid)
-    made = await totw_calls(emulator) - before
+    made = await calls(emulator, "totw") - before
     # every request would retry once (100 calls); the budget allows 20 % of the calls
     assert made <= requests + max(3, 0.2 * requests) + 1, made
     assert made > requests  # the budget's share of retries did go out
