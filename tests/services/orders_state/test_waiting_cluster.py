@@ -35,7 +35,14 @@ async def test_a_change_on_each_shard_wakes_its_waiting_poll(
     cluster: EmbeddedRedisCluster,
     unique: str,
 ):
-    settings = RedisSettings(cluster_nodes=cluster.startup_nodes, command_deadline_s=2.0)
+    # generous sockets too: a loaded CI run saw a shard's pub/sub connection time out (0.2 s
+    # default) and reconnect, and a poll meanwhile answered at once (`unavailable`)
+    settings = RedisSettings(
+        cluster_nodes=cluster.startup_nodes,
+        command_deadline_s=2.0,
+        socket_timeout_s=1.0,
+        connect_timeout_s=1.0,
+    )
     emulator, client = await stack_on(aiohttp_client, aiohttp_server, settings)
     sync = redis.RedisCluster.from_url(
         f"redis://{cluster.startup_nodes.split(',')[0]}", decode_responses=True
