@@ -77,14 +77,19 @@ def build_request(port: int, path: str, body: bytes, headers: dict[str, str]) ->
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """One HTTP/1.1 response with a Content-Length: its status and its body."""
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, float | None]:
+    """One HTTP/1.1 response with a Content-Length: its status, its body and its Retry-After
+    in seconds, if any."""
     head = await reader.readuntil(b"\r\n\r\n")
     length = 0
+    retry_after = None
     for line in head.split(b"\r\n"):
-        if line[:15].lower() == b"content-length:":
+        name = line[:15].lower()
+        if name == b"content-length:":
             length = int(line[15:])
-    return int(head[9:12]), await reader.readexactly(length)
+        elif name[:12] == b"retry-after:":
+            retry_after = float(line[12:])
+    return int(head[9:12]), await reader.readexactly(length), retry_after
 
 
 async def _connection(
@@ -96,7 +101,7 @@ async def _connection(
             budget[0] -= 1
             started = time.perf_counter()
             writer.write(request)
-            status, _ = await read_response(reader)
+            status, _, _ = await read_response(reader)
             result.latencies.append(time.perf_counter() - started)
             result.requests += 1
             if status != 200:

@@ -1,12 +1,16 @@
 """Benchmark: orders_state overloaded by a closed loop of many connections, with admission
-control (the default cap of polls in progress) and without it (a cap no load reaches), side by
-side in one run, at each connection count.
+control (the adaptive cap of polls in progress, or --cap N fixed) and without it (a cap no
+load reaches), side by side in one run, at each connection count. A connection answered 503
+waits its Retry-After, as the reference client does.
 
 For each: admitted polls (200) per second and their p50/p99; the share answered 503 and how
 fast a 503 comes; and the share of 200s that said an order source was unavailable (with the
 polls queued in the process past the sources' deadline, a user opening the app sees no
 orders). The server under test runs on CPU 0; the load, Redis, order_tags and the emulator on
 CPU 1.
+
+Bounds asserted on admission control (the exit status is 1 when one fails): at most 2 % of
+admitted polls say a source is unavailable, admitted p50 and 503 p50 within 100 ms.
 
     python benchmarks/overload.py [--seconds 10] [--connections 1000,3000]
 """
@@ -32,6 +36,8 @@ from shared.embedded_redis import free_port
 PATH = "/mlutp/v1/orders/state"
 USERS = 50
 UNCAPPED = 1_000_000
+MAX_UNAVAILABLE_SHARE = 0.02
+MAX_P50_S = 0.1
 
 
 @dataclass
@@ -54,6 +60,18 @@ class Outcome:
             f"other {total - self.statuses[200] - self.statuses[503]}"
         )
 
+    def broken_bounds(self) -> list[str]:
+        ok = self.latencies.get(200, [])
+        shed = self.latencies.get(503, [])
+        broken = []
+        if self.unavailable > MAX_UNAVAILABLE_SHARE * len(ok):
+            broken.append(f"source unavailable in over {MAX_UNAVAILABLE_SHARE:.0%} of 200s")
+        if not ok or percentile(ok, 0.5) > MAX_P50_S:
+            broken.append(f"admitted p50 over {MAX_P50_S * 1000:.0f} ms")
+        if shed and percentile(shed, 0.5) > MAX_P50_S:
+            broken.append(f"503 p50 over {MAX_P50_S * 1000:.0f} ms")
+        return broken
+
 
 async def _connection(
     port: int, requests: list[bytes], index: int, stop_at: float, outcome: Outcome
@@ -68,14 +86,16 @@ async def _connection(
         while time.perf_counter() < stop_at:
             started = time.perf_counter()
             writer.write(request)
-            status, body = await read_response(reader)
+            status, body, retry_after = await read_response(reader)
             outcome.statuses[status] += 1
             outcome.latencies.setdefault(status, []).append(time.perf_counter() - started)
             if status == 200 and b"service_unavailable" in body:
                 outcome.unavailable += 1
             if status == 503:
-                # a client told to come back later does; here it waits a little, bounded
-                await asyncio.sleep(0.05)
+                # a client told to come back later does, as the reference client does
+                # (within the run)
+                pause = retry_after if retry_after is not None else 0.05
+                await asyncio.sleep(max(0.0, min(pause, stop_at - time.perf_counter())))
     except (OSError, asyncio.IncompleteReadError):
         outcome.statuses[0] += 1
     finally:
@@ -100,11 +120,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", default="1000,3000")
     parser.add_argument(
-        "--cap", type=int, default=None, help="MLUTP_MAX_POLLS_IN_FLIGHT (default: the default)"
+        "--cap",
+        type=int,
+        default=None,
+        help="a fixed cap instead of the adaptive one (MLUTP_MIN_/MAX_POLLS_IN_FLIGHT)",
     )
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
     counts = [int(c) for c in args.connections.split(",")]
+    failed = False
 
     with upstream_stack(cpu=1) as stack:
         emulator = stack.emulator_url
@@ -118,14 +142,13 @@ def main() -> None:
         ports = {"admission control": free_port(), "no cap": free_port()}
         for name, port in ports.items():
             stack.env["ORDERS_STATE_PORT"] = str(port)
-            if name == "no cap":
-                stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(UNCAPPED)
-            elif args.cap is not None:
-                stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(args.cap)
-                stack.env["MLUTP_OVERLOAD_IN_FLIGHT"] = str(max(1, args.cap // 2))
+            fixed = UNCAPPED if name == "no cap" else args.cap
+            if fixed is not None:
+                stack.env["MLUTP_MIN_POLLS_IN_FLIGHT"] = str(fixed)
+                stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(fixed)
             stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
-        stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
-        stack.env.pop("MLUTP_OVERLOAD_IN_FLIGHT", None)
+            stack.env.pop("MLUTP_MIN_POLLS_IN_FLIGHT", None)
+            stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
         cap = json.loads(
             post_json(
                 f"http://127.0.0.1:{ports['admission control']}{PATH}",
@@ -151,6 +174,10 @@ def main() -> None:
             p99_uncapped = percentile(uncapped.latencies.get(200, []), 0.99)
             if p99:
                 print(f"admitted p99, no cap / admission control: {p99_uncapped / p99:.1f}")
+            broken = capped.broken_bounds()
+            print("bounds: " + ("; ".join(broken) if broken else "held"))
+            failed = failed or bool(broken)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

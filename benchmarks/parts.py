@@ -35,9 +35,11 @@ def main() -> None:
         orderid = created["orderid"]
         port = free_port()
         stack.env["ORDERS_STATE_PORT"] = str(port)
-        # every request here names the same order: joined fetches would flatter the part
-        # endpoint, so each pays its own tag read and upstream call, as distinct orders do
+        # every request here names the same order: joined or remembered fetches would
+        # flatter the part endpoint, so each pays its own tag read and upstream call, as
+        # distinct orders do
         stack.env["MLUTP_COALESCE_PART_FETCHES"] = "false"
+        stack.env["MLUTP_RECENT_MEMO_BYTES"] = "0"
         base = f"http://127.0.0.1:{port}"
         stack.start(["-m", "services.orders_state"], 0, f"{base}/ping")
         headers = {"X-Yandex-UID": USER}

@@ -92,6 +92,10 @@ class ProtocolSettings(BaseSettings):
     # the fetches made while the tag cache is down, kept one degraded TTL per process so
     # that an order costs one upstream call per TTL however its parts are requested
     degraded_memo_bytes: int = Field(64 * 2**20, ge=0)
+    # the fetches made with it up, kept one min TTL per process: a client sending part
+    # requests as fast as it can costs an order one upstream call per min TTL while its
+    # content tags stay the same (0 bytes: off)
+    recent_memo_bytes: int = Field(16 * 2**20, ge=0)
     circuit_failures: int = Field(5, ge=1)
     circuit_open_s: float = Field(2.0, gt=0)
     # each upstream (sources, totw, details, taxiroute): its circuit opens after this many
@@ -111,24 +115,21 @@ class ProtocolSettings(BaseSettings):
     interval_min_ms: int = Field(1000, gt=0)
     interval_max_ms: int = Field(60_000, gt=0)
     interval_jitter: float = Field(0.10, ge=0, lt=1)
-    # polls in flight past which clients are told to poll less often
+    # polls in flight past which clients are told to poll less often (or half the cap of
+    # polls in progress, if lower)
     overload_in_flight: int = Field(500, ge=1)
     overload_max_factor: float = Field(4.0, ge=1)
-    # the hard cap of polls in progress: past it a poll is a 503 with Retry-After at once
+    # the cap of polls in progress (past it a poll is a 503 with Retry-After at once) follows
+    # the event loop's lag, between these bounds: it shrinks while a timer fires more than
+    # admission_lag_target_ms late (the process queues its own work) and grows while it is
+    # reached with the loop on time (a floor above the ceiling is the ceiling)
     max_polls_in_flight: int = Field(2000, ge=1)
+    min_polls_in_flight: int = Field(20, ge=1)
+    admission_lag_target_ms: float = Field(10.0, gt=0)
+    admission_sample_s: float = Field(0.01, gt=0, le=1)
     overload_retry_after_s: int = Field(2, ge=1)
     # force honoured at most this often per order per minute (per process); beyond: absent
     force_per_order_per_minute: int = Field(6, ge=0)
-
-    @model_validator(mode="after")
-    def _cap_above_shedding(self) -> ProtocolSettings:
-        # shedding by interval works below the cap; a cap under it would leave none
-        if self.max_polls_in_flight < self.overload_in_flight:
-            raise ValueError(
-                f"max_polls_in_flight ({self.max_polls_in_flight}) is below "
-                f"overload_in_flight ({self.overload_in_flight})"
-            )
-        return self
 
     def protection(self, on_event: Callable[[str], None]) -> Protection:
         """A breaker and a retry budget for one upstream."""

@@ -13,14 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.bff.admission import Admission
 from services.bff.known_orders import ParsedKnownOrder
 from services.bff.metrics import BffMetrics
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import StoredTags, TagCache
 from services.bff.wire import PolicyRule
-from shared.errors import Overloaded
 from shared.policy import PollingPolicy
-from shared.protocol.admission import admitted, retry_after_s
 from shared.protocol.allowed_changes import (
     AllowedChange,
     SourceAllowance,
@@ -28,7 +27,7 @@ from shared.protocol.allowed_changes import (
     unavailable_capabilities,
 )
 from shared.protocol.force import ForceBudget
-from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
+from shared.protocol.interval import IntervalRules, polling_interval_ms
 from shared.protocol.need_request import (
     CacheState,
     TagTimings,
@@ -83,11 +82,6 @@ class PollResult:
 class EngineConfig:
     timings: TagTimings
     interval: IntervalRules
-    overload_in_flight: int = 500
-    overload_max_factor: float = 4.0
-    # the hard cap: past it a poll is a 503 with Retry-After (admission control)
-    max_in_flight: int = 2000
-    overload_retry_after_s: int = 2
     force_per_order_per_minute: int = 6
 
 
@@ -132,6 +126,7 @@ class OrdersStateEngine:
         tag_cache: TagCache,
         config: EngineConfig,
         metrics: BffMetrics,
+        admission: Admission,
         rng: random.Random | None = None,
     ) -> None:
         self.policy = policy
@@ -139,8 +134,8 @@ class OrdersStateEngine:
         self.tag_cache = tag_cache
         self.config = config
         self.metrics = metrics
+        self.admission = admission
         self.rng = rng or random.Random()
-        self.in_flight = 0
         self.force_budget = ForceBudget(config.force_per_order_per_minute)
 
     def _capabilities(self, service: str) -> tuple[str, ...]:
@@ -268,20 +263,8 @@ class OrdersStateEngine:
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
     ) -> PollResult:
         """Overloaded (503, Retry-After) past the cap of polls in progress."""
-        if not admitted(self.in_flight, self.config.max_in_flight):
-            self.metrics.polls_shed.inc()
-            retry_after = retry_after_s(self.config.overload_retry_after_s, self.rng)
-            raise Overloaded(
-                f"{self.in_flight} polls in progress; poll again in {retry_after} s",
-                headers={"Retry-After": str(retry_after)},
-            )
-        self.in_flight += 1
-        self.metrics.polls_in_flight.inc()
-        try:
+        with self.admission.poll():
             return await self._poll(known, services, headers)
-        finally:
-            self.in_flight -= 1
-            self.metrics.polls_in_flight.dec()
 
     async def _poll(
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
@@ -344,9 +327,7 @@ class OrdersStateEngine:
         interval_ms = polling_interval_ms(
             [(o["service"], o["status"]) for o in orders],
             degraded=degraded,
-            overload=overload_factor(
-                self.in_flight, self.config.overload_in_flight, self.config.overload_max_factor
-            ),
+            overload=self.admission.overload(),
             rng=self.rng,
             rules=self.config.interval,
         )

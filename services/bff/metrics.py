@@ -31,6 +31,13 @@ class BffMetrics:
             ["service", "part"],
             registry=registry,
         )
+        self.part_recent = Counter(
+            "mlutp_part_recent_memo",
+            "Part fetches answered from a fetch of the same order less than a min TTL before, "
+            "its content tags unchanged since (no upstream call)",
+            ["service", "part"],
+            registry=registry,
+        )
         self.upstream_events = Counter(
             "mlutp_upstream_protection",
             "Upstream calls the protection changed, by upstream and event: retry (a retry went "
@@ -69,6 +76,17 @@ class BffMetrics:
         self.polls_shed = Counter(
             "mlutp_polls_shed",
             "Polls answered 503 with Retry-After: past the cap of polls in progress",
+            registry=registry,
+        )
+        self.admission_limit = Gauge(
+            "mlutp_admission_limit",
+            "The cap of polls in progress now: it follows the event loop's lag",
+            registry=registry,
+        )
+        self.loop_lag = Histogram(
+            "mlutp_event_loop_lag_seconds",
+            "How late a timer fired in the event loop: the process's own queue",
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=registry,
         )
         self.force = Counter(

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from services.bff.degraded_memo import DegradedMemo, Remembered
+from services.bff.fetch_memo import FetchMemo, Remembered
 from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
@@ -76,7 +76,8 @@ class PartService:
         sources: Mapping[str, OrderSourceClient],
         *,
         coalesce: bool = True,
-        memo: DegradedMemo | None = None,
+        degraded_memo: FetchMemo | None = None,
+        recent_memo: FetchMemo | None = None,
     ) -> None:
         self.policy = policy
         self.tag_cache = tag_cache
@@ -86,7 +87,16 @@ class PartService:
         self.metrics = metrics
         self.coalesce = coalesce
         # while the tag cache is down: one upstream call per order per degraded TTL
-        self.memo = memo or DegradedMemo(ttl_ms=10_000, max_bytes=64 * 2**20)
+        # (`is None`, not `or`: an empty memo is falsy, and a configured one must be kept)
+        self.degraded_memo = (
+            FetchMemo(ttl_ms=10_000, max_bytes=64 * 2**20)
+            if degraded_memo is None
+            else degraded_memo
+        )
+        # with it up: one per order per min TTL while the order's content tags stay the same
+        self.recent_memo = (
+            FetchMemo(ttl_ms=2_000, max_bytes=16 * 2**20) if recent_memo is None else recent_memo
+        )
         self._in_flight: dict[FetchKey, OrderFetch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = {
@@ -215,21 +225,24 @@ class PartService:
                 one.fetch.issued_ms = issued_ms
 
             async def fetch_one(one: StartedFetch) -> None:
-                if stored is None:
-                    remembered = self.memo.get(one.key, issued_ms)
-                    if remembered is not None:
-                        self.metrics.part_remembered.labels(
-                            endpoint.service, endpoint.rule.part_name
-                        ).inc()
-                        one.fetch.issued_ms = remembered.issued_ms
-                        one.fetch.fetched.set_result(remembered.fetched)
-                        return
+                memo = self.degraded_memo if stored is None else self.recent_memo
+                remembered = memo.get(one.key, issued_ms)
+                # a remembered fetch answers only while the order's content tags are those
+                # read before it: a change since then is fetched
+                if remembered is not None and remembered.stored == one.fetch.stored:
+                    counter = (
+                        self.metrics.part_remembered if stored is None else self.metrics.part_recent
+                    )
+                    counter.labels(endpoint.service, endpoint.rule.part_name).inc()
+                    one.fetch.issued_ms = remembered.issued_ms
+                    one.fetch.fetched.set_result(remembered.fetched)
+                    return
                 body = {**other_fields, "orderid": one.order.orderid}
                 if one.order.client_tag is not None:
                     body["tag"] = one.order.client_tag
                 fetched = await upstream.fetch(body, headers)
-                if stored is None and fetched.outcome is not FetchOutcome.STALE:
-                    self.memo.put(one.key, Remembered(fetched, issued_ms), issued_ms)
+                if fetched.outcome is not FetchOutcome.STALE:
+                    memo.put(one.key, Remembered(fetched, issued_ms, one.fetch.stored), issued_ms)
                 one.fetch.fetched.set_result(fetched)
 
             await asyncio.gather(*(fetch_one(one) for one in started))

@@ -6,13 +6,16 @@ shares the same tag cache."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from services.bff.admission import Admission
 from services.bff.config import LEGACY_PART_TYPE, BffSettings
-from services.bff.degraded_memo import DegradedMemo
 from services.bff.engine import EngineConfig, OrdersStateEngine
+from services.bff.fetch_memo import FetchMemo
 from services.bff.keys import BFF_METRICS, ENGINE, LIMITS, PARTS, POLICY, TAG_CACHE, TOTW
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
@@ -24,6 +27,7 @@ from shared.errors import StartupError
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
+from shared.protocol.admission import AdaptiveLimit
 from shared.protocol.circuit import CircuitBreaker
 from shared.web import METRICS
 
@@ -89,6 +93,18 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
             )
             for service in policy.services
         }
+        admission = Admission(
+            AdaptiveLimit(
+                min_limit=protocol.min_polls_in_flight,
+                max_limit=protocol.max_polls_in_flight,
+                lag_target_ms=protocol.admission_lag_target_ms,
+            ),
+            overload_in_flight=protocol.overload_in_flight,
+            overload_max_factor=protocol.overload_max_factor,
+            retry_after_base_s=protocol.overload_retry_after_s,
+            metrics=app[BFF_METRICS],
+            rng=random.Random(),
+        )
         app[ENGINE] = OrdersStateEngine(
             policy,
             sources,
@@ -96,15 +112,16 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
             EngineConfig(
                 timings=protocol.timings(),
                 interval=protocol.interval_rules(policy),
-                overload_in_flight=protocol.overload_in_flight,
-                overload_max_factor=protocol.overload_max_factor,
-                max_in_flight=protocol.max_polls_in_flight,
-                overload_retry_after_s=protocol.overload_retry_after_s,
                 force_per_order_per_minute=protocol.force_per_order_per_minute,
             ),
             app[BFF_METRICS],
+            admission,
         )
+        lag_watch = asyncio.create_task(admission.watch_loop_lag(protocol.admission_sample_s))
         yield
+        lag_watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await lag_watch
         await asyncio.gather(*(source.close() for source in sources.values()))
 
     urls = part_upstream_urls(settings, policy)
@@ -128,9 +145,13 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
             app[BFF_METRICS],
             app[ENGINE].sources,
             coalesce=protocol.coalesce_part_fetches,
-            memo=DegradedMemo(
+            degraded_memo=FetchMemo(
                 ttl_ms=protocol.timings().degraded_min_ttl_ms,
                 max_bytes=protocol.degraded_memo_bytes,
+            ),
+            recent_memo=FetchMemo(
+                ttl_ms=protocol.timings().min_ttl_ms,
+                max_bytes=protocol.recent_memo_bytes,
             ),
         )
         yield

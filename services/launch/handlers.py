@@ -15,6 +15,8 @@ _launch_request = msgspec.json.Decoder(LaunchRequest)
 
 async def launch(request: web.Request) -> web.Response:
     user_id = require_user(request)
+    # a shed poll is refused before its body is read: the cheapest 503 there is
+    request.app[ENGINE].admission.check()
     body = await read_json(request, _launch_request)
     # launch queries only the services the client supports, and gives their policy
     known, services = parse_poll(

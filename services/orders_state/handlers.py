@@ -6,7 +6,7 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.bff.keys import PARTS, TOTW
+from services.bff.keys import ENGINE, PARTS, TOTW
 from services.bff.part_request import parse_part_request
 from services.bff.requests import parse_poll, require_user, upstream_headers
 from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
@@ -24,6 +24,8 @@ _route_request = msgspec.json.Decoder(RouteRequest)
 
 async def orders_state(request: web.Request) -> web.Response:
     user_id = require_user(request)
+    # a shed poll is refused before its body is read: the cheapest 503 there is
+    request.app[ENGINE].admission.check()
     body = await read_json(request, _state_request)
     known, services = parse_poll(request, body.known_orders, body.supported_services)
     answer = await request.app[WAITING].answer(

@@ -1,11 +1,13 @@
 """The part service with in-memory order_tags and a gated upstream: requests of one order
 that arrive while its fetch runs join it (one tag read, one upstream call), never across
-users; the tag is read before the data."""
+users; the tag is read before the data; an order's fetch answers its repeats for a min TTL
+while its content tags stay the same."""
 
 from __future__ import annotations
 
 import asyncio
 
+from services.bff.fetch_memo import FetchMemo
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from shared.policy import load_policy
@@ -18,7 +20,13 @@ ENDPOINTS = {e.rule.part_name: e for e in POLICY.endpoints if not e.deprecated}
 ORDER = [RequestedOrder("t1", None)]
 
 
-def service(tags: FakeOrderTags, upstream: GatedUpstream, *, coalesce: bool = True) -> PartService:
+def service(
+    tags: FakeOrderTags,
+    upstream: GatedUpstream,
+    *,
+    coalesce: bool = True,
+    remember_recent: bool = True,
+) -> PartService:
     return PartService(
         POLICY,
         tag_cache(tags),
@@ -26,6 +34,7 @@ def service(tags: FakeOrderTags, upstream: GatedUpstream, *, coalesce: bool = Tr
         metrics(),
         {},  # no route requests here: no order source
         coalesce=coalesce,
+        recent_memo=FetchMemo(ttl_ms=2_000, max_bytes=2**20 if remember_recent else 0),
     )
 
 
@@ -76,7 +85,7 @@ async def test_requests_of_two_users_never_share_a_fetch():
 async def test_with_coalescing_off_every_request_makes_its_own_call():
     tags, upstream = FakeOrderTags(), GatedUpstream([])
     upstream.release.set()
-    parts = service(tags, upstream, coalesce=False)
+    parts = service(tags, upstream, coalesce=False, remember_recent=False)
     await asyncio.gather(
         parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u")),
         parts.fetch_parts(ENDPOINTS["chat"], ORDER, {}, user("u")),
@@ -105,13 +114,35 @@ async def test_with_the_cache_down_an_order_costs_one_upstream_call_however_its_
     assert len(upstream.bodies) == 2
 
 
-async def test_with_the_cache_up_every_part_request_that_needs_data_fetches_it():
-    log: list[str] = []
-    tags, upstream = FakeOrderTags(), GatedUpstream(log)
+async def test_with_the_cache_up_an_order_costs_one_call_per_min_ttl_while_its_tags_stay():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
     tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "f1", "rarely_changed": "r1"}
     upstream.release.set()
     parts = service(tags, upstream)
-    for name in ("fast_info", "rarely_changed"):
-        await parts.fetch_parts(ENDPOINTS[name], ORDER, {}, user("u"))
+    # a client sending part requests one after another, as fast as it can
+    answers = [
+        (await parts.fetch_parts(ENDPOINTS[name], ORDER, {}, user("u")))[0]
+        for name in ("fast_info", "rarely_changed", "fast_info", "fast_info")
+    ]
+    assert len(upstream.bodies) == 1
+    issued = [decode_tag(answer["tag"]) for answer in answers]
+    assert [tag.content for tag in issued if tag] == ["f1", "r1", "f1", "f1"]
+    # the tag's age is the data's age: issued at the one fetch
+    assert len({tag.issued_ms for tag in issued if tag}) == 1
+    assert tags.calls == ["get"] * 4, "the content tags are read for every request"
+    # another user's request for the same order id is never answered from it
+    await parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("someone-else"))
     assert len(upstream.bodies) == 2
-    assert len(parts.memo) == 0
+
+
+async def test_a_change_of_the_orders_content_tags_is_fetched_at_once():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
+    tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "f1", "rarely_changed": "r1"}
+    upstream.release.set()
+    parts = service(tags, upstream)
+    await parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u"))
+    # a feature changed the data, then bumped the tag (of any part of the order)
+    tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "f1", "rarely_changed": "r2"}
+    [part] = await parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u"))
+    assert len(upstream.bodies) == 2
+    assert decode_tag(part["tag"]).content == "f1"  # type: ignore[union-attr]

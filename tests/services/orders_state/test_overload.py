@@ -1,7 +1,7 @@
 """Force is a privilege, not a lever (SPEC rule 5: honoured a bounded number of times per
 order per minute, beyond that treated as absent), and admission control (SPEC: Polling
 interval: past the cap of polls in progress, a poll is answered at once with 503 and
-Retry-After)."""
+Retry-After), the cap following the process's own queue."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
+from services.bff.keys import ENGINE
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from tests.emulator_api import change, create_order_id, set_fault
@@ -101,3 +102,50 @@ async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_afte
     assert status == 200
     metrics = await (await orders_state.get("/metrics")).text()
     assert "mlutp_polls_shed_total 1.0" in metrics
+
+
+async def test_the_cap_follows_the_event_loops_lag_down_to_its_floor_and_back_up(
+    orders_state_with: Callable[..., Awaitable[TestClient]],
+    emulator: TestClient,
+    unique: str,
+    upstream_received: dict[str, asyncio.Event],
+):
+    orders_state = await orders_state_with(
+        min_polls_in_flight=3,
+        max_polls_in_flight=50,
+        admission_sample_s=0.01,
+        source_deadline_s=5.0,
+    )
+    admission = orders_state.server.app[ENGINE].admission
+    await create_order_id(emulator, unique)
+    await set_fault(emulator, "source:taxi", "slow", delay_ms=1500)
+    # polls in progress (held by the slow source) reach the floor while the loop is on time
+    held = [
+        asyncio.create_task(poll(orders_state, unique, {"supported_services": ["taxi"]}))
+        for _ in range(3)
+    ]
+    await asyncio.wait_for(upstream_received["source:taxi"].wait(), 10)
+    grown_by = time.monotonic() + 5
+    # the cap moves on the lag watcher's samples, which no event marks
+    while admission.limit.cap <= 3 and time.monotonic() < grown_by:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    assert admission.limit.cap > 3, "a cap reached with the loop on time grows"
+
+    # the process queues its own work: every timer fires late, the cap falls to the floor
+    for _ in range(30):
+        time.sleep(0.03)  # noqa: ASYNC251 (the loop itself busy: the lag the cap follows)
+        await asyncio.sleep(0)
+    assert admission.limit.cap == 3
+    resp = await orders_state.post(
+        "/mlutp/v1/orders/state",
+        json={"supported_services": ["taxi"]},
+        headers={"X-Yandex-UID": unique},
+    )
+    assert resp.status == 503
+    assert (await resp.json())["code"] == "overloaded"
+    metrics = await (await orders_state.get("/metrics")).text()
+    assert "mlutp_admission_limit 3.0" in metrics
+    assert "mlutp_event_loop_lag_seconds_bucket" in metrics
+    for task in held:
+        status, body, _ = await task
+        assert status == 200 and body["orders"], "polls admitted before are answered in full"

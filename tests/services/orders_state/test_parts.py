@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import redis
@@ -15,6 +16,7 @@ from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, poll
 
 FAST = "/mlutp/v1/taxi/fast_info"
 ROUTE = "/mlutp/v1/taxi/route"
+MIN_TTL_S = 2.0  # the default min TTL, the test services' too
 
 
 async def fetch(
@@ -346,3 +348,34 @@ async def test_fetches_of_different_users_are_never_shared(
     )
     assert mine["orders"][0]["status"] == "driving"
     assert theirs["orders"] == [{"orderid": orderid, "error": {"update_status": "expired"}}]
+
+
+async def test_a_client_forcing_and_fetching_as_fast_as_it_can_costs_one_call_per_min_ttl(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    """Issue 13: one user forcing and fetching as fast as possible made 411 totw calls a
+    second from one order. A repeat fetch of an order whose content tags have not changed is
+    answered from the fetch made less than a min TTL before; a real change is fetched."""
+    orderid = await create_order_id(emulator, unique, status="driving")
+    before = await calls(emulator, "totw")
+    started = time.monotonic()
+    tags: dict[str, str] = {}
+    rounds = 40
+    for _ in range(rounds):
+        known = {"orderid": orderid, "service": "taxi", "status": "driving", "force": True}
+        await poll(orders_state, unique, {"known_orders": [{**known, "tags": tags}]})
+        for name in ("fast_info", "rarely_changed"):
+            body = await fetch(
+                orders_state, unique, f"/mlutp/v1/taxi/{name}", {"orders": [{"orderid": orderid}]}
+            )
+            tags[name] = body["orders"][0]["tag"]
+    elapsed_s = time.monotonic() - started
+    made = await calls(emulator, "totw") - before
+    assert made <= 1 + int(elapsed_s / MIN_TTL_S), (made, elapsed_s, 2 * rounds)
+
+    # a change (data, then tag) is fetched at once, however recent the last fetch
+    changed = await change(emulator, "taxi", orderid, {"eta": {"minutes": 7}})
+    body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    assert body["orders"][0]["version"] == changed["version"]
+    metrics = await (await orders_state.get("/metrics")).text()
+    assert 'mlutp_part_recent_memo_total{part="fast_info",service="taxi"}' in metrics

@@ -31,6 +31,8 @@ async def protected(
         upstream_circuit_open_s=OPEN_S,
         retry_budget_ratio=0.2,
         retry_budget_min=3,
+        # every request of one order reaches the upstream: no recent fetch answers a repeat
+        recent_memo_bytes=0,
     )
     settings = OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server, protocol))
     return await aiohttp_client(create_orders_state(settings))
@@ -86,7 +88,10 @@ async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
 ):
     # a circuit that never opens here, to see the budget alone
     protocol = protocol_for_tests(
-        upstream_circuit_failures=10_000, retry_budget_ratio=0.2, retry_budget_min=3
+        upstream_circuit_failures=10_000,
+        retry_budget_ratio=0.2,
+        retry_budget_min=3,
+        recent_memo_bytes=0,
     )
     settings = OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server, protocol))
     client = await aiohttp_client(create_orders_state(settings))

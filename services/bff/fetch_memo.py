@@ -1,12 +1,15 @@
-"""The per-order bound while the tag cache is down: one upstream call per order (per user and
-request) per degraded TTL in this process, however the client fetches its parts.
+"""Per-order bounds on upstream calls, kept per process: fetches remembered for a while, and a
+part request of the same order (same upstream, user and request) in that time answered from
+one of them instead of a new call, with a tag issued at the original fetch (its age is the
+data's age). Memory is bounded by bytes; the oldest entries go first.
 
-With the cache up, a part is refetched only when its content changed, and parts requested
-together share one call. With it down nothing tells a change apart, and a client fetching its
-parts one after another would cost one call each. So each fetch made while the cache is down
-is remembered for one degraded TTL, and a part request of the same order in that time is
-answered from it, with a tag issued at the original fetch (its age is the data's age).
-Memory is bounded by bytes; the oldest entries go first.
+- While the tag cache is down: one call per order per degraded TTL, however the client
+  fetches its parts. With it up, parts requested together share one call; with it down
+  nothing tells a change apart, and parts fetched one after another would cost one each.
+- With it up: one call per order per min TTL while its content tags stay the same. A part
+  request is meant to follow a change, but nothing stops a client from sending one as fast
+  as it can; its content tags unchanged since the remembered fetch (read before it) mean
+  that fetch's data is still as new as they say.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from services.bff.part_upstream import Fetched
 class Remembered:
     fetched: Fetched
     issued_ms: int
+    # the order's content tags read before the fetch (None: the cache was down)
+    stored: dict[str, str] | None = None
 
 
-class DegradedMemo:
+class FetchMemo:
     def __init__(self, ttl_ms: int, max_bytes: int) -> None:
         self.ttl_ms = ttl_ms
         self.max_bytes = max_bytes
@@ -40,7 +45,7 @@ class DegradedMemo:
         return len(entry.fetched.body or b"") + 256
 
     def get(self, key: Hashable, now_ms: int) -> Remembered | None:
-        """The fetch made for `key` less than a degraded TTL ago, if any."""
+        """The fetch made for `key` less than the TTL ago, if any."""
         self._expire(now_ms)
         return self._entries.get(key)
 

@@ -3,7 +3,7 @@ bytes, oldest out first."""
 
 from __future__ import annotations
 
-from services.bff.degraded_memo import DegradedMemo, Remembered
+from services.bff.fetch_memo import FetchMemo, Remembered
 from services.bff.part_upstream import Fetched, FetchOutcome
 
 
@@ -12,7 +12,7 @@ def remembered(at_ms: int, size: int = 100) -> Remembered:
 
 
 def test_a_fetch_is_remembered_for_one_degraded_ttl():
-    memo = DegradedMemo(ttl_ms=10_000, max_bytes=10**6)
+    memo = FetchMemo(ttl_ms=10_000, max_bytes=10**6)
     memo.put("order", remembered(1_000), 1_000)
     assert memo.get("order", 10_999) == remembered(1_000)
     assert memo.get("order", 11_000) is None
@@ -21,7 +21,7 @@ def test_a_fetch_is_remembered_for_one_degraded_ttl():
 
 def test_memory_is_bounded_by_bytes_and_the_oldest_fetch_goes_first():
     # room for two entries of 100 bytes (each counted with its bookkeeping allowance)
-    memo = DegradedMemo(ttl_ms=10_000, max_bytes=2 * (100 + 256))
+    memo = FetchMemo(ttl_ms=10_000, max_bytes=2 * (100 + 256))
     for i in range(3):
         memo.put(f"order-{i}", remembered(1_000 + i), 1_000 + i)
     assert memo.get("order-0", 1_005) is None
@@ -30,6 +30,6 @@ def test_memory_is_bounded_by_bytes_and_the_oldest_fetch_goes_first():
 
 
 def test_a_body_larger_than_the_whole_bound_is_not_kept():
-    memo = DegradedMemo(ttl_ms=10_000, max_bytes=1_000)
+    memo = FetchMemo(ttl_ms=10_000, max_bytes=1_000)
     memo.put("order", remembered(1_000, size=5_000), 1_000)
     assert len(memo) == 0

@@ -1,0 +1,103 @@
+"""Benchmark: one user forcing and fetching as fast as it can (issue 13's 411 totw calls a
+second from one order). Each round polls orders/state with `force: true` and fetches the
+order's fast_info and rarely_changed parts, one after another, with no pause. Two
+orders_state processes side by side in one run: with the recent-fetch memo (the default) and
+without it (`MLUTP_RECENT_MEMO_BYTES=0`). Totw calls are counted by the emulator.
+
+Legacy polling costs one order 0.1–0.2 totw calls a second (every 10 s on Android, every 5 s
+on iOS). Bound asserted (the exit status is 1 when it fails): with the memo, at most one call
+per min TTL (2 s), plus one.
+
+    python benchmarks/force_flood.py [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devtools.bench_stack import post_json, upstream_stack
+from shared.embedded_redis import free_port
+
+USER = "flooding-user"
+MIN_TTL_S = 2.0
+LEGACY_CALLS_PER_S = (0.1, 0.2)
+
+
+def totw_calls(emulator: str) -> int:
+    with urllib.request.urlopen(f"{emulator}/emulator/v1/stats", timeout=5) as response:
+        count: int = json.loads(response.read())["calls"].get("totw", 0)
+        return count
+
+
+def flood(base: str, emulator: str, orderid: str, seconds: float) -> tuple[int, int, float]:
+    """Rounds as fast as possible for `seconds`: (part requests, totw calls, seconds)."""
+    headers = {"X-Yandex-UID": USER}
+    tags: dict[str, str] = {}
+    before = totw_calls(emulator)
+    started = time.monotonic()
+    requests = 0
+    while time.monotonic() - started < seconds:
+        known = {"orderid": orderid, "service": "taxi", "status": "driving", "force": True}
+        poll = {"known_orders": [{**known, "tags": tags}]}
+        post_json(f"{base}/mlutp/v1/orders/state", json.dumps(poll).encode(), headers)
+        for part in ("fast_info", "rarely_changed"):
+            body = json.dumps({"orders": [{"orderid": orderid}]}).encode()
+            answer = json.loads(post_json(f"{base}/mlutp/v1/taxi/{part}", body, headers))
+            tags[part] = answer["orders"][0]["tag"]
+            requests += 1
+    elapsed = time.monotonic() - started
+    return requests, totw_calls(emulator) - before, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+
+    with upstream_stack(cpu=1) as stack:
+        emulator = stack.emulator_url
+        new_order = {"user_id": USER, "service": "taxi", "status": "driving"}
+        orderid = json.loads(
+            post_json(f"{emulator}/emulator/v1/orders", json.dumps(new_order).encode())
+        )["orderid"]
+        bases = {}
+        for name, memo_bytes in (("recent-fetch memo", None), ("no memo", "0")):
+            port = free_port()
+            stack.env["ORDERS_STATE_PORT"] = str(port)
+            if memo_bytes is not None:
+                stack.env["MLUTP_RECENT_MEMO_BYTES"] = memo_bytes
+            bases[name] = f"http://127.0.0.1:{port}"
+            stack.start(["-m", "services.orders_state"], 0, f"{bases[name]}/ping")
+            stack.env.pop("MLUTP_RECENT_MEMO_BYTES", None)
+
+        rates = {}
+        held = False
+        for name, base in bases.items():
+            requests, calls, elapsed = flood(base, emulator, orderid, args.seconds)
+            rates[name] = calls / elapsed
+            print(
+                f"{name:18s} {requests / elapsed:7.0f} part requests/s  "
+                f"{rates[name]:7.2f} totw calls/s from one order  "
+                f"(legacy {LEGACY_CALLS_PER_S[0]}–{LEGACY_CALLS_PER_S[1]})"
+            )
+            if name == "recent-fetch memo":
+                bound = 1 + elapsed / MIN_TTL_S
+                held = calls <= bound
+                print(
+                    f"bound: {calls} calls in {elapsed:.1f} s, at most {bound:.0f}: "
+                    + ("held" if held else "BROKEN")
+                )
+        ratio = rates["no memo"] / max(rates["recent-fetch memo"], 1e-9)
+        print(f"no memo / memo, totw calls: {ratio:.0f}")
+        sys.exit(0 if held else 1)
+
+
+if __name__ == "__main__":
+    main()
