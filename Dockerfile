@@ -10,6 +10,7 @@ COPY services ./services
 COPY emulator ./emulator
 COPY client ./client
 COPY devtools ./devtools
+COPY demo ./demo
 COPY policy ./policy
 RUN pip install --no-cache-dir .
 USER nobody

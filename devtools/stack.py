@@ -39,8 +39,12 @@ class StackService:
 STACK = (
     StackService("order_tags", "services.order_tags", "ORDER_TAGS_PORT", ("ORDER_TAGS_URL",)),
     StackService("emulator", "emulator", "EMULATOR_PORT", ("EMULATOR_URL",)),
-    StackService("orders_state", "services.orders_state", "ORDERS_STATE_PORT"),
-    StackService("launch", "services.launch", "LAUNCH_PORT"),
+    StackService(
+        "orders_state", "services.orders_state", "ORDERS_STATE_PORT", ("ORDERS_STATE_URL",)
+    ),
+    StackService("launch", "services.launch", "LAUNCH_PORT", ("LAUNCH_URL",)),
+    # the demo page: a browser client of the services above, for one demo user
+    StackService("demo", "demo", "DEMO_PORT"),
 )
 
 
@@ -86,6 +90,8 @@ class Stack:
             self.redis = EmbeddedRedis()
             await asyncio.to_thread(self.redis.start)
             self.env["REDIS_URL"] = self.redis.url
+            # the stack's own Redis: the demo page may switch it off and on
+            self.env.setdefault("DEMO_TAG_CACHE_SWITCH", "true")
         for service in self.services:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", service.module, env=self.env

@@ -66,6 +66,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
         handler = handlers.versioned_change if versioned else handlers.last_write_wins_change
         router.add_post(f"{features}/{name}", handler)
     router.add_post(f"{features}/feedback", handlers.feedback)
+    router.add_post(f"{features}/cancel", handlers.cancel)
     router.add_post("/emulator/v1/faults", handlers.set_fault)
     router.add_get("/emulator/v1/stats", handlers.get_stats)
     router.add_post("/emulator/v1/driver", handlers.set_driver)

@@ -79,6 +79,12 @@ class Features:
             await self.publish(change)
         return version
 
+    async def cancel(self, service: str, orderid: str, user_id: str) -> int:
+        """The user cancels an order; it leaves the active orders."""
+        change = self.world.cancel(service, orderid, user_id)
+        await self.publish(change)
+        return change.version
+
     async def rate(self, service: str, orderid: str, user_id: str, rating: int) -> int:
         """The user rates a finished order; it then leaves the active orders."""
         change = self.world.rate(service, orderid, user_id, rating)

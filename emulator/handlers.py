@@ -33,6 +33,7 @@ _driver = msgspec.json.Decoder(ew.DriverRequest)
 _versioned_change = msgspec.json.Decoder(ew.VersionedChange)
 _last_write_wins_change = msgspec.json.Decoder(ew.LastWriteWinsChange)
 _feedback = msgspec.json.Decoder(ew.Feedback)
+_cancel = msgspec.json.Decoder(ew.Cancel)
 _any = msgspec.json.Decoder(dict[str, Any])
 
 
@@ -62,7 +63,7 @@ async def _upstream_call(request: web.Request, target: str) -> bytes:
 async def _respond(request: web.Request, target: str, value: Any) -> web.Response:
     body = wire.encode(value)
     await request.app[FAULTS].hold(target)
-    request.app[STATS].record_bytes(target, len(body))
+    request.app[STATS].record_bytes(target, len(body), request.headers.get("X-Yandex-UID"))
     return web.Response(body=body, content_type="application/json")
 
 
@@ -205,6 +206,19 @@ async def feedback(request: web.Request) -> web.Response:
     return json_response(ew.UserChanged(orderid, "feedback", version))
 
 
+async def cancel(request: web.Request) -> web.Response:
+    """The user cancels the order, where its `cancel` capability allows (409 otherwise)."""
+    await read_json(request, _cancel)
+    service, orderid = _service(request), request.match_info["orderid"]
+    try:
+        version = await request.app[FEATURES].cancel(service, orderid, _user_id(request))
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    except NotAllowed as exc:
+        raise Conflict(str(exc), code="not_allowed", reason=exc.reason) from exc
+    return json_response(ew.UserChanged(orderid, "cancel", version))
+
+
 async def _user_change(
     request: web.Request,
     value: Any,
@@ -249,6 +263,12 @@ async def set_fault(request: web.Request) -> web.Response:
 
 
 async def get_stats(request: web.Request) -> web.Response:
+    """Everything served since start; with `user_id`, only what that user's requests got."""
+    if "user_id" in request.query:
+        user = request.query["user_id"]
+        if not wire.USER_ID.fullmatch(user):
+            raise BadRequest("user_id must be 1 to 128 printable ASCII characters, no spaces")
+        return json_response(request.app[STATS].user_snapshot(user))
     snapshot = request.app[STATS].snapshot()
     snapshot["active_orders"] = len(request.app[WORLD].all_active())
     return json_response(snapshot)

@@ -13,12 +13,18 @@ RECORDED_HEADERS = ("X-Yandex-UID", "User-Agent", "X-Request-Id", "Accept-Langua
 class Stats:
     calls: Counter[str] = field(default_factory=Counter)
     bytes_sent: Counter[str] = field(default_factory=Counter)
+    # the same per calling user (X-Yandex-UID): what one user's app made the upstreams do
+    user_calls: dict[str, Counter[str]] = field(default_factory=dict)
+    user_bytes_sent: dict[str, Counter[str]] = field(default_factory=dict)
     tag_write_failures: int = 0
     # the last requests per endpoint: tests check what the BFF forwarded
     recent: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
 
     def record_call(self, endpoint: str, headers: Any, body: Any) -> None:
         self.calls[endpoint] += 1
+        user = headers.get("X-Yandex-UID")
+        if user is not None:
+            self.user_calls.setdefault(user, Counter())[endpoint] += 1
         recent = self.recent.setdefault(endpoint, deque(maxlen=50))
         recent.append(
             {
@@ -27,8 +33,10 @@ class Stats:
             }
         )
 
-    def record_bytes(self, endpoint: str, size: int) -> None:
+    def record_bytes(self, endpoint: str, size: int, user: str | None = None) -> None:
         self.bytes_sent[endpoint] += size
+        if user is not None:
+            self.user_bytes_sent.setdefault(user, Counter())[endpoint] += size
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -36,4 +44,12 @@ class Stats:
             "bytes_sent": dict(self.bytes_sent),
             "tag_write_failures": self.tag_write_failures,
             "recent": {name: list(items) for name, items in self.recent.items()},
+        }
+
+    def user_snapshot(self, user: str) -> dict[str, Any]:
+        """Calls and bytes served to one user's requests (none yet: empty)."""
+        return {
+            "user_id": user,
+            "calls": dict(self.user_calls.get(user, {})),
+            "bytes_sent": dict(self.user_bytes_sent.get(user, {})),
         }

@@ -78,6 +78,10 @@ class Feedback(msgspec.Struct, forbid_unknown_fields=True):
     rating: Annotated[int, msgspec.Meta(ge=1, le=5)]
 
 
+class Cancel(msgspec.Struct, forbid_unknown_fields=True):
+    """A cancel takes nothing but the order it names."""
+
+
 class UserChanged(msgspec.Struct):
     orderid: str
     feature: str

@@ -89,6 +89,8 @@ class Order:
     driver_position: list[float] | None = None
     # a completed taxi order stays listed until the user rates it
     awaiting_rating: bool = False
+    # the user cancelled it: it leaves the active orders at once
+    cancelled: bool = False
     # versioned features: the data version of each one's last change
     feature_versions: dict[str, int] = field(default_factory=dict)
     # last-write-wins features: idempotency key → the version its request left, and the
@@ -103,7 +105,10 @@ class Order:
 
     @property
     def finished(self) -> bool:
-        """Gone from the user's active orders: at the end of its lifecycle and rated."""
+        """Gone from the user's active orders: cancelled, or at the end of its lifecycle and
+        rated."""
+        if self.cancelled:
+            return True
         return self.status == LIFECYCLES[self.service][-1] and not self.awaiting_rating
 
     def brief(self) -> dict[str, Any]:
@@ -188,6 +193,19 @@ class World:
             raise NotAllowed("feedback", "not_awaiting_rating")
         change = self._change(order, {"feedback": {"rating": rating, "rated": True}})
         order.awaiting_rating = False
+        return change
+
+    def cancel(self, service: str, orderid: str, user_id: str) -> DataChange:
+        """The user cancels the order, where its `cancel` capability allows it."""
+        order = self.get(service, orderid, user_id)
+        capability = documents.change_capabilities(service, order.status).get("cancel")
+        if capability is None or not capability.allowed:
+            reason = capability.reason if capability is not None else None
+            raise NotAllowed("cancel", reason or "not_allowed")
+        # the data says so (and its part's tag is bumped, so a waiting poll wakes up)
+        cancelled = {"status_info": {"text": "Cancelled", "translations": {}}, "cancel_rules": None}
+        change = self._change(order, cancelled)
+        order.cancelled = True
         return change
 
     def user_change(

@@ -10,10 +10,13 @@ DEFAULT_PORTS = {
     "orders_state": 8102,
     "order_tags": 8103,
     "emulator": 8110,
+    "demo": 8120,
 }
 
 DEFAULT_EMULATOR_URL = f"http://127.0.0.1:{DEFAULT_PORTS['emulator']}"
 DEFAULT_ORDER_TAGS_URL = f"http://127.0.0.1:{DEFAULT_PORTS['order_tags']}"
+DEFAULT_LAUNCH_URL = f"http://127.0.0.1:{DEFAULT_PORTS['launch']}"
+DEFAULT_ORDERS_STATE_URL = f"http://127.0.0.1:{DEFAULT_PORTS['orders_state']}"
 
 
 class ServiceSettings(BaseSettings):

@@ -63,6 +63,13 @@ class PayloadTooLarge(DomainError):
     code = "payload_too_large"
 
 
+class BadGateway(DomainError):
+    """A service this one passes requests to did not answer (the demo's proxy)."""
+
+    status = 502
+    code = "upstream_unavailable"
+
+
 class ServiceUnavailable(DomainError):
     status = 503
     code = "service_unavailable"

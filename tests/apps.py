@@ -9,6 +9,7 @@ from aiohttp.test_utils import TestServer
 from aiohttp.web_runner import BaseRunner
 from pydantic_settings import BaseSettings
 
+from demo.config import DemoSettings
 from emulator.app import create_app as create_emulator
 from emulator.config import EmulatorSettings
 from services.launch.app import create_app as create_launch
@@ -36,6 +37,7 @@ SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
     "emulator": EmulatorSettings,
     "orders_state": OrdersStateSettings,
     "launch": LaunchSettings,
+    "demo": DemoSettings,
 }
 
 

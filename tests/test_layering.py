@@ -10,14 +10,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("shared", "services", "emulator", "client", "devtools", "benchmarks")
+PACKAGES = ("shared", "services", "emulator", "client", "devtools", "benchmarks", "demo")
 
 # package → the project's packages it must never import
 FORBIDDEN = {
-    "shared": {"services", "emulator", "client", "devtools", "benchmarks"},
-    "services": {"emulator", "client", "devtools", "benchmarks"},
-    "emulator": {"services", "client", "devtools", "benchmarks"},
-    "client": {"shared", "services", "emulator", "devtools", "benchmarks"},
+    "shared": {"services", "emulator", "client", "devtools", "benchmarks", "demo"},
+    "services": {"emulator", "client", "devtools", "benchmarks", "demo"},
+    "emulator": {"services", "client", "devtools", "benchmarks", "demo"},
+    "client": {"shared", "services", "emulator", "devtools", "benchmarks", "demo"},
+    # the demo page's server talks to the services over HTTP only, as a gateway would
+    "demo": {"services", "emulator", "client", "devtools", "benchmarks"},
 }
 
 

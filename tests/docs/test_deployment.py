@@ -57,7 +57,7 @@ def test_compose_runs_every_stack_service_with_known_variables() -> None:
 
 def test_dockerfile_installs_every_package_and_finds_the_policy() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("shared", "services", "emulator", "client", "policy"):
+    for package in ("shared", "services", "emulator", "client", "demo", "policy"):
         assert f"COPY {package} ./{package}" in dockerfile
     # a non-editable install cannot find policy/ beside its package: the image says where
     assert "MLUTP_POLICY_PATH=/app/policy/polling_policy.yaml" in dockerfile

@@ -208,3 +208,31 @@ async def test_the_first_population_is_spread_over_the_lifecycle(emulator: TestC
     assert len(statuses) == 40
     # started at once, yet not in step: a run measures a steady mix, not one status at a time
     assert len(set(statuses)) >= 3
+
+
+async def test_stats_per_user_count_only_that_users_calls_and_bytes(
+    emulator: TestClient, unique: str
+):
+    """The demo page's traffic panel: what one user's app made the upstreams do."""
+    mine = await create_order(emulator, unique, status="driving")
+    theirs = await create_order(emulator, f"{unique}-other", status="driving")
+    received = {unique: 0, f"{unique}-other": 0}
+    for user, order, times in ((unique, mine, 2), (f"{unique}-other", theirs, 3)):
+        for _ in range(times):
+            resp = await emulator.post(
+                "/3.0/taxiontheway",
+                json={"orderid": order["orderid"]},
+                headers={"X-Yandex-UID": user},
+            )
+            assert resp.status == 200
+            received[user] += len(await resp.read())
+    resp = await emulator.get("/emulator/v1/stats", params={"user_id": unique})
+    assert resp.status == 200
+    body = await resp.json()
+    assert body["user_id"] == unique
+    assert body["calls"] == {"totw": 2}
+    assert body["bytes_sent"] == {"totw": received[unique]}
+    nobody = await (await emulator.get("/emulator/v1/stats", params={"user_id": "nobody"})).json()
+    assert nobody["calls"] == {} and nobody["bytes_sent"] == {}
+    bad = await emulator.get("/emulator/v1/stats", params={"user_id": "has space"})
+    assert bad.status == 400 and (await bad.json())["code"]

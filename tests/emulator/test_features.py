@@ -24,6 +24,21 @@ async def user_change(
     return resp.status, await resp.json()
 
 
+async def active_orders(emulator: TestClient, user: str, service: str) -> list[dict[str, Any]]:
+    resp = await emulator.post(
+        f"/sources/{service}/v1/orders/active", json={}, headers={"X-Yandex-UID": user}
+    )
+    assert resp.status == 200
+    orders: list[dict[str, Any]] = (await resp.json())["orders"]
+    return orders
+
+
+async def changes_since(emulator: TestClient, since: int) -> list[dict[str, Any]]:
+    resp = await emulator.get("/emulator/v1/changes", params={"since": since})
+    changes: list[dict[str, Any]] = (await resp.json())["changes"]
+    return changes
+
+
 async def test_a_versioned_change_on_the_version_held_applies_and_returns_the_new_one(
     emulator: TestClient, unique: str
 ):
@@ -124,3 +139,34 @@ async def test_another_users_order_and_bad_changes_are_refused(emulator: TestCli
         status, error = await user_change(emulator, unique, order["orderid"], feature, body)
         assert status == expected, (feature, status)
         assert error["code"] and error["message"]
+
+
+async def test_a_cancelled_order_leaves_the_active_orders_with_its_tag_bumped(
+    emulator: TestClient, unique: str
+):
+    order = await create_order(emulator, unique, status="driving")
+    status, changed = await user_change(emulator, unique, order["orderid"], "cancel", {})
+    assert status == 200 and changed["version"] == order["version"] + 1
+    listed = await active_orders(emulator, unique, "taxi")
+    assert order["orderid"] not in [o["orderid"] for o in listed]
+    # the cancel is a data change of a part's fields: its tag is set (waiting polls wake)
+    [change] = [
+        c
+        for c in await changes_since(emulator, 0)
+        if c["orderid"] == order["orderid"] and c["version"] == changed["version"]
+    ]
+    assert "cancel_rules" in change["fields"]
+
+
+async def test_cancel_is_refused_where_the_orders_capability_does_not_allow_it(
+    emulator: TestClient, unique: str
+):
+    order = await create_order(emulator, unique, status="transporting")
+    status, refused = await user_change(emulator, unique, order["orderid"], "cancel", {})
+    assert status == 409
+    assert refused["code"] == "not_allowed" and refused["reason"] == "trip_started"
+    listed = await active_orders(emulator, unique, "taxi")
+    assert order["orderid"] in [o["orderid"] for o in listed]
+    # and it is the user's own order that can be cancelled, nobody else's
+    status, _ = await user_change(emulator, f"{unique}-x", order["orderid"], "cancel", {})
+    assert status == 404

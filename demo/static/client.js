@@ -1,0 +1,546 @@
+// The client half of the order polling contract (SPEC.md), for a browser: the same steps as
+// client/client.py, written to be read beside it.
+//
+// - launch with extended order info: every order renders from the launch answer alone;
+// - the waiting poll: orders/state with wait_ms, answered when a part changes;
+// - parts by priority, a few requests at a time, up to 3 orders each;
+// - partial updates: a part's fields replace the old ones, and one absent is deleted;
+// - a stale order keeps what the client had, with a loader;
+// - required parts hold the card until they arrive;
+// - force after a user change until a part shows it (or its deadline passes);
+// - the order's change capabilities decide what the user may change.
+//
+// `onChange(views)` is called with what the UI renders whenever something changed.
+
+const STATE_KEYS = new Set([
+  "orderid", "service", "status", "tags", "need_request", "update_status",
+  "change_capabilities", "parts",
+]);
+const SUPPORTED_PART_TYPES = new Set(["totw", "eats_full", "taxiroute"]);
+// feature → the field it writes; versioned unless listed as last-write-wins
+const FEATURE_FIELDS = { destination: "destinations", comment: "comment", tips: "tips" };
+const LAST_WRITE_WINS = new Set(["tips"]);
+// X-Mlutp-Wait values after which the next poll goes at once
+const AT_ONCE = new Set(["news", "wakeup", "timeout", "shutdown"]);
+
+export const OPTIONS = {
+  supportedServices: ["taxi", "eats", "grocery"],
+  waitMs: 25000,
+  fallbackIntervalMs: 2000,
+  parallelRequests: 2,
+  maxOrdersPerPartRequest: 3,
+  changeDeadlineMs: 15000,
+  backoffBaseMs: 1000,
+  backoffCapMs: 30000,
+};
+
+export class Traffic {
+  // what this client sent and received: requests and bytes, per kind
+  constructor() {
+    this.requests = 0;
+    this.bytesSent = 0;
+    this.bytesReceived = 0;
+    this.polls = 0;
+    this.partRequests = 0;
+  }
+}
+
+function newOrder(orderid, service, status) {
+  return {
+    orderid, service, status,
+    updateStatus: "actual",
+    brief: {},
+    parts: {}, // part name → {tag, fields, arrived, stale, failures, retryAt}
+    seenVersion: 0,
+    pending: null, // a user change on its way: {feature, value, deadline, version, key, ...}
+    capabilities: {},
+  };
+}
+
+function newPart() {
+  return { tag: null, fields: {}, arrived: false, stale: false, failures: 0, retryAt: 0 };
+}
+
+export class MlutpClient {
+  constructor({ onChange = () => {}, options = {} } = {}) {
+    this.options = { ...OPTIONS, ...options };
+    this.onChange = onChange;
+    this.rules = {}; // service → rules by priority
+    this.policyVersions = {};
+    this.orders = []; // as shown, in order
+    this.views = new Map(); // "service/orderid" → what the UI shows
+    this.intervalMs = this.options.fallbackIntervalMs;
+    this.traffic = new Traffic();
+    this.lastAnswer = { waited: null, intervalMs: null, at: null };
+    this.pollAbort = null;
+    this.stopped = false;
+    this.changeResults = []; // {service, orderid, feature, outcome}
+    this.partsFailed = false;
+    this.pollNowAsked = false;
+  }
+
+  // --- the protocol ------------------------------------------------------------------------
+
+  async launch() {
+    const body = {
+      supported_services: this.options.supportedServices,
+      known_orders: this.known(),
+      supported: ["extended_order_info"],
+    };
+    const answer = await this.post("/4.0/launch", body, { poll: true });
+    if (answer === null) return false;
+    const state = answer.mlutp_orders_state;
+    this.policyVersions = { ...(state.policy_versions || {}) };
+    this.rules = {};
+    for (const rule of state.polling_policy) {
+      if (!SUPPORTED_PART_TYPES.has(rule.part_type)) continue; // unknown part types are ignored
+      (this.rules[rule.service] ||= []).push(rule);
+    }
+    for (const rules of Object.values(this.rules)) rules.sort((a, b) => a.priority - b.priority);
+    await this.applyState(state.orders);
+    return true;
+  }
+
+  // one poll, then the parts it asks for, then the visible state
+  async cycle() {
+    if (Object.keys(this.rules).length === 0) {
+      await this.launch();
+      return;
+    }
+    this.partsFailed = false;
+    this.pollNowAsked = false;
+    const answer = await this.pollState();
+    if (answer === "aborted") return;
+    if (answer !== null && this.policyChanged(answer.policy_versions || {})) {
+      // another policy: fetch it at once, and every part anew from its endpoints
+      for (const order of this.orders) order.parts = {};
+      await this.launch();
+      return;
+    }
+    if (answer !== null) {
+      await this.applyState(answer.orders);
+    } else {
+      // no answer at all: keep everything, show loaders
+      for (const order of this.orders) order.updateStatus = "stale";
+      this.publish(this.orders, new Set());
+    }
+    await this.followChanges();
+  }
+
+  // poll until stopped: right after a waiting poll's answer, or at the server's interval
+  async run() {
+    while (!(await this.launch()) && !this.stopped) await this.pause(this.intervalMs);
+    while (!this.stopped) {
+      const started = Date.now();
+      await this.cycle();
+      // after news, a wake-up, a wait's end or a shutdown the next poll may go at once; after
+      // "unavailable" or "shed" (or a part that failed and is still needed) it waits the
+      // interval, so a broken stack is not hammered
+      if (AT_ONCE.has(this.lastAnswer.waited) && !this.partsFailed) continue;
+      if (this.pollNowAsked) {
+        this.pollNowAsked = false;
+        continue;
+      }
+      await this.pause(Math.max(0, this.intervalMs - (Date.now() - started)));
+    }
+  }
+
+  stop() {
+    this.stopped = true;
+    this.pollAbort?.abort();
+    this.wake?.();
+  }
+
+  // the user made an order, which got its id back: show it (loading) and poll for it now
+  orderCreated(service, orderid, status) {
+    if (this.order(service, orderid)) return;
+    const order = newOrder(orderid, service, status);
+    this.orders.push(order);
+    this.publish([order], new Set());
+    this.pollNow();
+  }
+
+  // a held waiting poll does not name what changed since: give it up for one that does
+  pollNow() {
+    this.pollNowAsked = true;
+    this.pollAbort?.abort();
+    this.wake?.();
+  }
+
+  async pollState() {
+    const body = {
+      known_orders: this.known(),
+      supported_services: this.options.supportedServices,
+      wait_ms: this.options.waitMs,
+    };
+    this.pollAbort = new AbortController();
+    try {
+      return await this.post("/mlutp/v1/orders/state", body, {
+        poll: true,
+        signal: this.pollAbort.signal,
+      });
+    } catch (error) {
+      if (error.name === "AbortError") return "aborted";
+      throw error;
+    } finally {
+      this.pollAbort = null;
+    }
+  }
+
+  policyChanged(versions) {
+    return Object.entries(versions).some(
+      ([service, version]) => service in this.rules && this.policyVersions[service] !== version,
+    );
+  }
+
+  // A user change through its feature service: shown at once, locked, polled with force
+  // until a part shows it. Returns the feature's answer, or null if it refused.
+  async change(service, orderid, feature, value) {
+    const order = this.order(service, orderid);
+    if (!order) return null;
+    const pending = {
+      feature, value, deadline: Date.now() + this.options.changeDeadlineMs,
+      version: null, key: null, conflict: false, retried: false,
+    };
+    if (LAST_WRITE_WINS.has(feature)) pending.key = crypto.randomUUID();
+    order.pending = pending;
+    this.publish([order], new Set());
+    const sent = await this.sendChange(order, pending);
+    this.publish([order], new Set());
+    if (sent) this.pollNow();
+    return sent;
+  }
+
+  // cancel has no field to show: the order is gone from the next answer, or it is refused
+  async cancel(service, orderid) {
+    const status = await this.call(`/demo/v1/features/${service}/${orderid}/cancel`, {});
+    if (status.status === 200) this.pollNow();
+    return status;
+  }
+
+  async sendChange(order, pending) {
+    const body = { value: pending.value };
+    if (pending.key !== null) {
+      body.idempotency_key = pending.key;
+      body.requested_at_ms = Date.now();
+    } else {
+      body.version = order.seenVersion;
+    }
+    const url = `/demo/v1/features/${order.service}/${order.orderid}/${pending.feature}`;
+    const { status, answer } = await this.call(url, body);
+    if (status === 200 && answer) {
+      pending.version = answer.version;
+      pending.conflict = false;
+      return true;
+    }
+    if (status === 409 && answer?.code === "version_conflict" && !pending.retried) {
+      // another device changed it first: catch up to that version, then retry once
+      pending.version = answer.current_version;
+      pending.conflict = true;
+      pending.conflictSeen = answer.current_version;
+      return true;
+    }
+    this.changeDone(order, answer?.reason || answer?.code || "failed");
+    return false;
+  }
+
+  // after each poll: a change is seen (unlock), its conflict caught up (retry once), or its
+  // deadline passed (last-write-wins: retry once; versioned: failed)
+  async followChanges() {
+    const now = Date.now();
+    for (const order of [...this.orders]) {
+      const pending = order.pending;
+      if (!pending) continue;
+      if (pending.conflict) {
+        if (pending.version !== null && order.seenVersion >= pending.version) {
+          pending.retried = true;
+          pending.deadline = now + this.options.changeDeadlineMs;
+          await this.sendChange(order, pending);
+        } else if (now >= pending.deadline) {
+          this.changeDone(order, "failed");
+        }
+        continue;
+      }
+      if (this.changeSeen(order, pending)) {
+        this.changeDone(order, "seen");
+      } else if (now >= pending.deadline) {
+        if (pending.key !== null && !pending.retried) {
+          pending.retried = true; // the same key: a change that did land changes nothing twice
+          pending.deadline = now + this.options.changeDeadlineMs;
+          await this.sendChange(order, pending);
+        } else {
+          this.changeDone(order, "failed");
+        }
+      }
+    }
+  }
+
+  changeSeen(order, pending) {
+    const field = FEATURE_FIELDS[pending.feature];
+    if (pending.key !== null) {
+      // last-write-wins: the requested value itself shows it
+      return Object.values(order.parts).some(
+        (part) => part.arrived && JSON.stringify(part.fields[field]) === JSON.stringify(pending.value),
+      );
+    }
+    return pending.version !== null && order.seenVersion >= pending.version;
+  }
+
+  // seen or failed: the lock is released and force stops
+  changeDone(order, outcome) {
+    if (order.pending) {
+      this.changeResults.push({
+        service: order.service, orderid: order.orderid, feature: order.pending.feature, outcome,
+      });
+    }
+    order.pending = null;
+    this.publish([order], new Set());
+  }
+
+  // --- internals ---------------------------------------------------------------------------
+
+  order(service, orderid) {
+    return this.orders.find((o) => o.service === service && o.orderid === orderid) || null;
+  }
+
+  rule(service, partName) {
+    return (this.rules[service] || []).find((r) => r.part_name === partName) || null;
+  }
+
+  known() {
+    return this.orders.map((order) => {
+      const tags = {};
+      for (const [name, part] of Object.entries(order.parts)) if (part.tag) tags[name] = part.tag;
+      const entry = { orderid: order.orderid, service: order.service, status: order.status, tags };
+      if (order.pending) entry.force = true; // a user change waits to be seen
+      return entry;
+    });
+  }
+
+  async applyState(answered) {
+    const byKey = new Map(this.orders.map((o) => [`${o.service}/${o.orderid}`, o]));
+    const orders = [];
+    const needed = new Map(); // key → part names
+    const inlined = new Set(); // "service/orderid/part" that came with launch
+    for (const item of answered) {
+      const key = `${item.service}/${item.orderid}`;
+      const order = byKey.get(key) || newOrder(item.orderid, item.service, item.status);
+      order.updateStatus = item.update_status;
+      order.capabilities = item.change_capabilities || {};
+      if (order.updateStatus === "actual") {
+        order.status = item.status;
+        order.brief = Object.fromEntries(
+          Object.entries(item).filter(([name]) => !STATE_KEYS.has(name)),
+        );
+        // tags the server did not echo are invalid: forget them
+        for (const [name, part] of Object.entries(order.parts)) {
+          if (!(name in item.tags)) part.tag = null;
+        }
+        needed.set(key, item.need_request.filter((name) => this.rule(order.service, name)));
+        for (const [name, fields] of Object.entries(item.parts || {})) {
+          const rule = this.rule(order.service, name);
+          if (!rule) continue;
+          order.parts[name] ||= newPart();
+          if (this.applyPart(order, rule, { ...fields, orderid: order.orderid })) {
+            inlined.add(`${key}/${name}`);
+          }
+        }
+      }
+      orders.push(order);
+    }
+    this.orders = orders; // orders left out have finished
+    const shown = new Set(orders.map((o) => `${o.service}/${o.orderid}`));
+    for (const key of [...this.views.keys()]) if (!shown.has(key)) this.views.delete(key);
+    const arrived = await this.fetchParts(needed);
+    for (const key of inlined) arrived.add(key);
+    this.publish(orders, arrived, needed);
+  }
+
+  // fetch by priority, batching orders per part, a few requests at a time
+  async fetchParts(needed) {
+    const now = Date.now();
+    const batches = new Map(); // url → {rule, orders}
+    for (const [key, names] of needed) {
+      const order = this.orders.find((o) => `${o.service}/${o.orderid}` === key);
+      if (!order) continue;
+      for (const name of names) {
+        const rule = this.rule(order.service, name);
+        order.parts[name] ||= newPart();
+        if (!rule || order.parts[name].retryAt > now) continue; // backing off after errors
+        if (!batches.has(rule.url)) batches.set(rule.url, { rule, orders: [] });
+        batches.get(rule.url).orders.push(order);
+      }
+    }
+    const requests = [];
+    const sorted = [...batches.values()].sort((a, b) => a.rule.priority - b.rule.priority);
+    for (const { rule, orders } of sorted) {
+      for (let i = 0; i < orders.length; i += this.options.maxOrdersPerPartRequest) {
+        requests.push({ rule, orders: orders.slice(i, i + this.options.maxOrdersPerPartRequest) });
+      }
+    }
+    const arrived = new Set();
+    const fetchOne = async ({ rule, orders }) => {
+      const body = {
+        orders: orders.map((order) => {
+          const tag = order.parts[rule.part_name].tag;
+          return tag ? { orderid: order.orderid, tag } : { orderid: order.orderid };
+        }),
+      };
+      this.traffic.partRequests += 1;
+      const answer = await this.post(rule.url, body);
+      const results = new Map((answer?.orders || []).map((r) => [r.orderid, r]));
+      for (const order of orders) {
+        if (this.applyPart(order, rule, results.get(order.orderid) || null)) {
+          arrived.add(`${order.service}/${order.orderid}/${rule.part_name}`);
+        }
+      }
+    };
+    // requests in priority order, at most `parallelRequests` at a time
+    let next = 0;
+    const worker = async () => {
+      while (next < requests.length) await fetchOne(requests[next++]);
+    };
+    await Promise.all(Array.from({ length: this.options.parallelRequests }, worker));
+    return arrived;
+  }
+
+  applyPart(order, rule, result) {
+    const part = order.parts[rule.part_name];
+    if (result === null || "error" in result) {
+      if (result?.error?.update_status === "expired") {
+        this.orders = this.orders.filter((o) => o !== order);
+        return false;
+      }
+      // the part's fields are old now; retry with backoff
+      this.partsFailed = true;
+      part.stale = true;
+      part.failures += 1;
+      const backoff = Math.min(
+        this.options.backoffCapMs, this.options.backoffBaseMs * 2 ** (part.failures - 1),
+      );
+      part.retryAt = Date.now() + backoff * (0.5 + Math.random() / 2);
+      return false;
+    }
+    // the part's fields, exactly: one absent from the answer is deleted
+    part.fields = {};
+    for (const name of rule.fields) if (name in result) part.fields[name] = result[name];
+    part.tag = result.tag ?? null;
+    Object.assign(part, { arrived: true, stale: false, failures: 0, retryAt: 0 });
+    const version = part.fields.version;
+    if (Number.isInteger(version) && version > order.seenVersion) order.seenVersion = version;
+    return true;
+  }
+
+  // an order's new state is shown only once the required parts asked for in this cycle
+  // have arrived; until then its previous view stays
+  publish(orders, arrived, needed = new Map()) {
+    for (const order of orders) {
+      const key = `${order.service}/${order.orderid}`;
+      const rules = this.rules[order.service] || [];
+      const required = rules.filter((r) => r.required).map((r) => r.part_name);
+      const waiting = (needed.get(key) || []).filter(
+        (name) => required.includes(name) && !arrived.has(`${key}/${name}`),
+      );
+      const neverArrived = required.some((name) => !order.parts[name]?.arrived);
+      const parts = {};
+      for (const rule of rules) {
+        if (rule.polling_type !== "tag_defined") continue;
+        const part = order.parts[rule.part_name];
+        parts[rule.part_name] = !part?.arrived ? "missing" : part.stale ? "stale" : "fresh";
+      }
+      const held = this.views.get(key);
+      if (waiting.length && held) {
+        this.views.set(key, {
+          ...held, parts, locked: order.pending !== null, capabilities: order.capabilities,
+        });
+        continue;
+      }
+      const data = {};
+      for (const part of Object.values(order.parts)) Object.assign(data, part.fields);
+      const pending = order.pending;
+      const field = pending ? FEATURE_FIELDS[pending.feature] : undefined;
+      if (field !== undefined) data[field] = pending.value; // optimistic, until it is seen
+      this.views.set(key, {
+        key,
+        orderid: order.orderid,
+        service: order.service,
+        status: order.status,
+        updateStatus: order.updateStatus,
+        loading: neverArrived || order.updateStatus === "stale",
+        locked: pending !== null,
+        data,
+        brief: { ...order.brief },
+        parts,
+        capabilities: { ...order.capabilities },
+        seenVersion: order.seenVersion,
+      });
+    }
+    this.onChange(this.view());
+  }
+
+  view() {
+    return this.orders
+      .map((o) => this.views.get(`${o.service}/${o.orderid}`))
+      .filter((v) => v !== undefined);
+  }
+
+  pause(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  // a JSON POST through the page's own origin; counted for the traffic panel
+  async call(url, body, signal) {
+    const sent = JSON.stringify(body);
+    this.traffic.requests += 1;
+    this.traffic.bytesSent += new TextEncoder().encode(sent).length;
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: sent,
+      signal,
+    });
+    const text = await response.text();
+    this.traffic.bytesReceived += new TextEncoder().encode(text).length;
+    let answer = null;
+    try {
+      answer = JSON.parse(text);
+    } catch {
+      answer = null;
+    }
+    return { status: response.status, answer, headers: response.headers };
+  }
+
+  // a protocol request: its answer, or null (stale UI, backoff) on any failure
+  async post(url, body, { poll = false, signal } = {}) {
+    let result;
+    try {
+      if (poll) this.traffic.polls += 1;
+      result = await this.call(url, body, signal);
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      if (poll) this.intervalMs = this.options.fallbackIntervalMs;
+      return null;
+    }
+    const { status, answer, headers } = result;
+    if (poll) {
+      this.lastAnswer = { waited: headers.get("X-Mlutp-Wait"), at: Date.now() };
+      if (status === 503 && headers.has("Retry-After")) {
+        // the server sheds load: come back when it says
+        this.intervalMs = Number(headers.get("Retry-After")) * 1000 || this.options.fallbackIntervalMs;
+        this.lastAnswer.waited = null;
+      } else if (headers.has("X-Yataxi-Polling-Interval-Ms")) {
+        this.intervalMs = Number(headers.get("X-Yataxi-Polling-Interval-Ms"));
+      } else {
+        this.intervalMs = this.options.fallbackIntervalMs; // not cached: the fallback
+      }
+      this.lastAnswer.intervalMs = this.intervalMs;
+    }
+    return status === 200 ? answer : null;
+  }
+}
