@@ -107,7 +107,7 @@ function fill(card, view) {
   card.querySelector('[data-action="comment"]').hidden = !taxi;
   card.querySelector('[data-action="tips"]').hidden = !taxi;
   const result = card.querySelector(".result");
-  if (view.locked) result.textContent = "your change is on its way: locked until it is seen";
+  if (view.locked) result.textContent = "your change is on its way: locked until the data shows it";
 }
 
 function render(views) {

@@ -110,7 +110,10 @@ def test_the_page_follows_orders_changes_and_faults_live(
     comment = taxi.find_element(By.CSS_SELECTOR, '[data-input="comment"]')
     comment.send_keys("by the blue gate")
     taxi.find_element(By.CSS_SELECTOR, '[data-action="comment"]').click()
-    until("the change is seen", lambda: "seen" in taxi.find_element(By.CLASS_NAME, "result").text)
+    until(
+        "the change is seen",
+        lambda: "seen in the data" in taxi.find_element(By.CLASS_NAME, "result").text,
+    )
     assert taxi.get_attribute("data-locked") == "false"
     assert taxi.find_element(By.CSS_SELECTOR, 'dd[data-field="comment"]').text == "by the blue gate"
     # capabilities decide the buttons: a driving order may be cancelled and tipped

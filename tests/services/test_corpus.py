@@ -154,9 +154,10 @@ def bad_requests(
         if wrong_value is not None:
             body = encode({**base, field: wrong_value})
             yield BadRequest(endpoint, f"{field} of another type", body, headers)
-    first = next(iter(base))
-    wrong_value = wrong_type(field_types(document, schema, first))
-    if wrong_value is not None:
+    # a body of no fields (a cancel) has no field to repeat
+    first = next(iter(base), None)
+    wrong_value = None if first is None else wrong_type(field_types(document, schema, first))
+    if first is not None and wrong_value is not None:
         # {"f": good, "f": bad, ...}: the decoder keeps the last, so this one is bad input
         rest = encode({k: v for k, v in base.items() if k != first})[1:-1]
         body = b"{" + encode(first) + b": " + encode(base[first])
