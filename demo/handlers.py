@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 
 import msgspec
@@ -23,6 +24,15 @@ EMULATOR_FAULTS = {
 
 _new_order = msgspec.json.Decoder(NewOrder)
 _fault_switch = msgspec.json.Decoder(FaultSwitch)
+
+
+def _segments(request: web.Request, *names: str) -> list[str]:
+    """Path parameters passed on as single path segments, never as `.` or `..` (which a URL
+    resolves to another path)."""
+    values = [request.match_info[name] for name in names]
+    if any(value in (".", "..") for value in values):
+        raise BadRequest("a path parameter may not be . or ..")
+    return [urllib.parse.quote(value, safe="") for value in values]
 
 
 def _response(passed: Passed) -> web.Response:
@@ -67,15 +77,14 @@ async def create_order(request: web.Request) -> web.Response:
 
 async def advance(request: web.Request) -> web.Response:
     """The order's next status, as if time had passed (the emulator's control API)."""
-    service, orderid = request.match_info["service"], request.match_info["orderid"]
+    service, orderid = _segments(request, "service", "orderid")
     url = f"{request.app[SETTINGS].emulator_url}/emulator/v1/orders/{service}/{orderid}/advance"
     return _response(await request.app[UPSTREAMS].call("POST", url, b"{}"))
 
 
 async def feature(request: web.Request) -> web.Response:
     """A user change through its feature service (comment, tips, cancel, ...)."""
-    service, orderid = request.match_info["service"], request.match_info["orderid"]
-    name = request.match_info["feature"]
+    service, orderid, name = _segments(request, "service", "orderid", "feature")
     url = f"{request.app[SETTINGS].emulator_url}/emulator/v1/features/{service}/{orderid}/{name}"
     return _response(
         await request.app[UPSTREAMS].call("POST", url, await request.read(), request.headers)
@@ -105,5 +114,6 @@ async def set_fault(request: web.Request) -> web.Response:
 async def traffic(request: web.Request) -> web.Response:
     """Upstream calls and bytes the demo user's requests caused, counted by the emulator."""
     settings = request.app[SETTINGS]
-    url = f"{settings.emulator_url}/emulator/v1/stats?user_id={settings.user_id}"
+    query = urllib.parse.urlencode({"user_id": settings.user_id})
+    url = f"{settings.emulator_url}/emulator/v1/stats?{query}"
     return _response(await request.app[UPSTREAMS].call("GET", url))
