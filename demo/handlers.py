@@ -39,6 +39,12 @@ def _response(passed: Passed) -> web.Response:
     return web.Response(status=passed.status, body=passed.body, headers=passed.headers)
 
 
+async def _pass_on(request: web.Request, url: str) -> web.Response:
+    """The browser's request, body and headers as they came, to `url` as the demo user."""
+    upstreams = request.app[UPSTREAMS]
+    return _response(await upstreams.call("POST", url, await request.read(), request.headers))
+
+
 async def index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "index.html")
 
@@ -54,17 +60,13 @@ async def config(request: web.Request) -> web.Response:
 async def launch(request: web.Request) -> web.Response:
     """The page's launch, as the demo user (the demo server is the page's API gateway)."""
     url = f"{request.app[SETTINGS].launch_url}/4.0/launch"
-    return _response(
-        await request.app[UPSTREAMS].call("POST", url, await request.read(), request.headers)
-    )
+    return await _pass_on(request, url)
 
 
 async def orders_state(request: web.Request) -> web.Response:
     """orders/state and the part endpoints (everything under /mlutp/), as the demo user."""
     url = f"{request.app[SETTINGS].orders_state_url}{request.rel_url.path}"
-    return _response(
-        await request.app[UPSTREAMS].call("POST", url, await request.read(), request.headers)
-    )
+    return await _pass_on(request, url)
 
 
 async def create_order(request: web.Request) -> web.Response:
@@ -86,9 +88,7 @@ async def feature(request: web.Request) -> web.Response:
     """A user change through its feature service (comment, tips, cancel, ...)."""
     service, orderid, name = _segments(request, "service", "orderid", "feature")
     url = f"{request.app[SETTINGS].emulator_url}/emulator/v1/features/{service}/{orderid}/{name}"
-    return _response(
-        await request.app[UPSTREAMS].call("POST", url, await request.read(), request.headers)
-    )
+    return await _pass_on(request, url)
 
 
 async def set_fault(request: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis
+from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.bff.keys import ENGINE
@@ -35,6 +36,15 @@ async def orders_state_with(
         return await aiohttp_client(create_orders_state(OrdersStateSettings(**kwargs)))
 
     return start
+
+
+async def poll_taxi(orders_state: TestClient, user: str) -> ClientResponse:
+    """One poll of the user's taxi orders, its answer as it came (a 503 included)."""
+    return await orders_state.post(
+        "/mlutp/v1/orders/state",
+        json={"supported_services": ["taxi"]},
+        headers={"X-Yandex-UID": user},
+    )
 
 
 async def test_force_beyond_the_orders_budget_is_treated_as_absent(
@@ -83,11 +93,7 @@ async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_afte
     await asyncio.wait_for(upstream_received["source:taxi"].wait(), 10)
 
     started = time.monotonic()
-    resp = await orders_state.post(
-        "/mlutp/v1/orders/state",
-        json={"supported_services": ["taxi"]},
-        headers={"X-Yandex-UID": unique},
-    )
+    resp = await poll_taxi(orders_state, unique)
     shed_in_s = time.monotonic() - started
     assert resp.status == 503
     assert (await resp.json())["code"] == "overloaded"
@@ -136,11 +142,7 @@ async def test_the_cap_follows_the_event_loops_lag_down_to_its_floor_and_back_up
         time.sleep(0.03)  # noqa: ASYNC251 (the loop itself busy: the lag the cap follows)
         await asyncio.sleep(0)
     assert admission.limit.cap == 3
-    resp = await orders_state.post(
-        "/mlutp/v1/orders/state",
-        json={"supported_services": ["taxi"]},
-        headers={"X-Yandex-UID": unique},
-    )
+    resp = await poll_taxi(orders_state, unique)
     assert resp.status == 503
     assert (await resp.json())["code"] == "overloaded"
     metrics = await (await orders_state.get("/metrics")).text()
