@@ -34,11 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -213,13 +214,44 @@ def route_interval_s(distance_left_m: object, options: ClientOptions) -> float:
     return options.route_far_every_s
 
 
+class Replicas:
+    """The URLs of one service. A mobile app has one (its balancer); several are replicas
+    reached directly (as the load test runs them), taken in turn request by request, the way
+    a balancer does it: one that refused a connection is passed over for `down_s` (nginx's
+    `max_fails=1 fail_timeout`), and the request is sent again at once to the next."""
+
+    def __init__(self, urls: str | Sequence[str], down_s: float = 5.0) -> None:
+        listed = [urls] if isinstance(urls, str) else list(urls)
+        self.urls = [url.rstrip("/") for url in listed]
+        self.down_s = down_s
+        self._turn = itertools.count()
+        self._down_until: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self.urls)
+
+    def pick(self, avoid: str | None = None) -> str:
+        now = time.monotonic()
+        start = next(self._turn)
+        for step in range(len(self.urls)):
+            url = self.urls[(start + step) % len(self.urls)]
+            if url != avoid and self._down_until.get(url, 0.0) <= now:
+                return url
+        # every one is down (or the only one): ask in turn anyway
+        return self.urls[start % len(self.urls)]
+
+    def failed(self, url: str) -> None:
+        if len(self.urls) > 1:
+            self._down_until[url] = time.monotonic() + self.down_s
+
+
 class MlutpClient:
     def __init__(
         self,
         session: aiohttp.ClientSession,
         *,
-        launch_url: str,
-        orders_state_url: str,
+        launch_url: str | Sequence[str],
+        orders_state_url: str | Sequence[str],
         user_id: str,
         supported_services: Iterable[str] = ("taxi", "eats", "grocery"),
         user_agent: str = "mlutp-reference-client/1.0",
@@ -233,8 +265,7 @@ class MlutpClient:
         self.features_url = features_url.rstrip("/") if features_url else None
         # (service, orderid, feature, "seen" | "failed"), in the order they were decided
         self.change_results: list[tuple[str, str, str, str]] = []
-        self.launch_url = launch_url
-        self.orders_state_url = orders_state_url.rstrip("/")
+        self.point_at(launch_url, orders_state_url)
         self.user_id = user_id
         self.supported_services = list(supported_services)
         self.user_agent = user_agent
@@ -256,6 +287,15 @@ class MlutpClient:
         # set by order_created: the next poll goes out now, a poll in flight is given up
         self._poll_now = asyncio.Event()
 
+    def point_at(
+        self, launch_url: str | Sequence[str], orders_state_url: str | Sequence[str]
+    ) -> None:
+        """Where the client sends its requests from now on: one URL of each (a balancer's),
+        or the replicas of each (see Replicas). `launch_url` is the whole launch URL,
+        `orders_state_url` the base the policy's part URLs are under."""
+        self._launch = Replicas(launch_url)
+        self._orders_state = Replicas(orders_state_url)
+
     # --- the protocol ----------------------------------------------------------------------
 
     async def launch(self) -> None:
@@ -265,7 +305,7 @@ class MlutpClient:
         }
         if self.options.extended_order_info:
             body["supported"] = ["extended_order_info"]
-        answer = await self._post(self.launch_url, body, poll=True)
+        answer = await self._post(self._launch, "", body, poll=True)
         if answer is None:
             return
         state = answer["mlutp_orders_state"]
@@ -361,7 +401,8 @@ class MlutpClient:
                 body["wait_ms"] = self.options.wait_ms
             request = asyncio.ensure_future(
                 self._post(
-                    f"{self.orders_state_url}/mlutp/v1/orders/state",
+                    self._orders_state,
+                    "/mlutp/v1/orders/state",
                     body,
                     poll=True,
                     extra_timeout_s=self.options.wait_ms * 1.1 / 1000,
@@ -586,7 +627,7 @@ class MlutpClient:
             async with limit:
                 body = {"orders": [self._part_order(o, rule.part_name) for o in batch]}
                 self.stats.part_requests += 1
-                answer = await self._post(f"{self.orders_state_url}{rule.url}", body)
+                answer = await self._post(self._orders_state, rule.url, body)
                 results = {r["orderid"]: r for r in answer["orders"]} if answer else {}
                 for order in batch:
                     if self._apply_part(order, rule, results.get(order.orderid)):
@@ -706,7 +747,7 @@ class MlutpClient:
                 }
                 if self.position is not None:
                     body["coordinates"] = list(self.position)
-                answer = await self._post(f"{self.orders_state_url}{rule.url}", body)
+                answer = await self._post(self._orders_state, rule.url, body)
                 self._apply_part(order, rule, answer)
 
     async def _call(self, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
@@ -729,8 +770,34 @@ class MlutpClient:
             return 0, None
 
     async def _post(
-        self, url: str, body: dict[str, Any], *, poll: bool = False, extra_timeout_s: float = 0
+        self,
+        replicas: Replicas,
+        path: str,
+        body: dict[str, Any],
+        *,
+        poll: bool = False,
+        extra_timeout_s: float = 0,
     ) -> dict[str, Any] | None:
+        url = replicas.pick()
+        answer, refused = await self._post_once(
+            f"{url}{path}", body, poll=poll, extra_timeout_s=extra_timeout_s
+        )
+        if refused and len(replicas) > 1:
+            # the replica is gone (killed, restarting): every request here is a read, so the
+            # next replica is asked at once rather than the user waiting an interval
+            replicas.failed(url)
+            answer, _ = await self._post_once(
+                f"{replicas.pick(avoid=url)}{path}",
+                body,
+                poll=poll,
+                extra_timeout_s=extra_timeout_s,
+            )
+        return answer
+
+    async def _post_once(
+        self, url: str, body: dict[str, Any], *, poll: bool, extra_timeout_s: float
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """The JSON answer (None on any failure), and whether the connection failed."""
         headers = {"X-Yandex-UID": self.user_id, "User-Agent": self.user_agent}
         started = time.monotonic()
         self.stats.requests += 1
@@ -764,15 +831,19 @@ class MlutpClient:
                 if response.status != 200:
                     self.stats.errors += 1
                     self.stats.server_errors += response.status >= 500
-                    return None
+                    return None, False
                 answer: dict[str, Any] = await response.json(content_type=None)
-                return answer
-        except (aiohttp.ClientError, TimeoutError, ValueError):
+                return answer, False
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self.stats.errors += 1
             if poll:
                 self.interval_s = self.options.fallback_interval_s
                 self.poll_again_at_once = False
-            return None
+            # refused or dropped, not slow: a timeout asked again elsewhere would double it
+            refused = isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(
+                exc, TimeoutError
+            )
+            return None, refused
 
 
 def retry_after_seconds(value: str, fallback_s: float) -> float:

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import aiohttp
 import redis.asyncio as aioredis
 import uvloop
+from prometheus_client.parser import text_string_to_metric_families
 
 from client.client import ClientOptions, ClientStats, MlutpClient
 from client.legacy import LegacyClient
@@ -86,6 +87,10 @@ class LoadtestConfig:
     out_dir: Path = Path("reports/loadtest")
     progress: bool = True
     seed: int = 1
+    # orders_state and launch processes; the new scheme's clients take them in turn
+    replicas: int = 1
+    # > 0: the tags on an embedded Redis Cluster of this many masters instead of one Redis
+    redis_cluster: int = 0
 
 
 @dataclass
@@ -113,6 +118,8 @@ class PhaseResult:
     fault: str | None = None
     # seconds from the fault's end to the first second orders_state saw no failure
     recovery_s: float | None = None
+    # requests each orders_state replica answered in the measured part (route by route)
+    requests_by_replica: list[float] = field(default_factory=list)
 
 
 def peak_window_rate(timeline: list[dict[str, float]], window_s: int = PEAK_WINDOW_S) -> float:
@@ -128,8 +135,6 @@ def peak_window_rate(timeline: list[dict[str, float]], window_s: int = PEAK_WIND
 
 def failures_seen(metrics_text: str) -> float:
     """The sum of orders_state's failure counters (FAILURE_COUNTERS) in a /metrics text."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     total = 0.0
     for family in text_string_to_metric_families(metrics_text):
         wanted = FAILURE_COUNTERS.get(family.name)
@@ -144,11 +149,33 @@ def failures_seen(metrics_text: str) -> float:
 
 
 async def orders_state_failures(session: aiohttp.ClientSession, stack: Stack) -> float | None:
-    try:
-        async with session.get(f"{stack.url('orders_state')}/metrics") as response:
-            return failures_seen(await response.text())
-    except (aiohttp.ClientError, TimeoutError):
-        return None
+    """The failures every orders_state replica saw, added up."""
+    total = 0.0
+    for url in stack.urls("orders_state"):
+        try:
+            async with session.get(f"{url}/metrics") as response:
+                total += failures_seen(await response.text())
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+    return total
+
+
+async def replica_requests(session: aiohttp.ClientSession, stack: Stack) -> list[float]:
+    """The requests each orders_state replica has answered since it started."""
+    counts = []
+    for url in stack.urls("orders_state"):
+        async with session.get(f"{url}/metrics") as response:
+            text = await response.text()
+        counts.append(
+            sum(
+                sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "http_requests_total"
+                and sample.labels.get("route", "").startswith("/mlutp/")
+            )
+        )
+    return counts
 
 
 async def start_fault(
@@ -280,8 +307,9 @@ def make_clients(
             wait_ms = WAIT_MS if mode == "mlutp_wait" else 0
             clients[user] = MlutpClient(
                 session,
-                launch_url=launch_url,
-                orders_state_url=stack.url("orders_state"),
+                # client-side round robin over the replicas (one URL each without them)
+                launch_url=[f"{url}/4.0/launch" for url in stack.urls("launch")],
+                orders_state_url=stack.urls("orders_state"),
                 user_id=user,
                 options=ClientOptions(poll_route=False, wait_ms=wait_ms),
                 on_version_seen=log.record,
@@ -328,6 +356,7 @@ async def run_phase(
         faulty = False
         failures: list[float | None] = []
         stats0 = await emulator_get(session, f"{emulator}/emulator/v1/stats")
+        replicas0 = await replica_requests(session, stack)
         changes0 = await emulator_get(session, f"{emulator}/emulator/v1/changes?since=0")
         seq0 = changes0["changes"][-1]["seq"] if changes0["changes"] else 0
         started = time.time()
@@ -355,6 +384,10 @@ async def run_phase(
             )
             previous = stats
         ended = time.time()
+        by_replica = [
+            after - before
+            for before, after in zip(replicas0, await replica_requests(session, stack), strict=True)
+        ]
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -419,6 +452,7 @@ async def run_phase(
         server_errors=sum(c.stats.server_errors for c in clients),
         fault=fault,
         recovery_s=recovery_s,
+        requests_by_replica=by_replica,
     )
 
 
@@ -568,7 +602,7 @@ async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:
         for mode in config.fault_modes:
             plan.append((f"{mode}_{fault_name.replace(':', '_')}_down", mode, fault_name))
     total = int(len(plan) * (config.warmup_s + config.duration_s))
-    stack = Stack(env)
+    stack = Stack(env, replicas=config.replicas, redis_cluster_masters=config.redis_cluster)
     phases: dict[str, PhaseResult] = {}
     connector = aiohttp.TCPConnector(limit=0)
     with tqdm(total=total, unit="s", disable=not config.progress, file=sys.stderr) as bar:
@@ -626,6 +660,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="mlutp,mlutp_wait",
         help="the modes each fault is run in (comma-separated: mlutp, mlutp_wait)",
     )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="orders_state and launch processes each; the new scheme's clients take them in turn",
+    )
+    parser.add_argument(
+        "--redis-cluster",
+        type=int,
+        default=0,
+        metavar="MASTERS",
+        help="run the tags on an embedded Redis Cluster of this many masters (0: one Redis)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="report folder")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -642,7 +689,15 @@ def main(args: argparse.Namespace) -> int:
         time_scale=args.time_scale,
         out_dir=out,
         progress=not args.no_progress,
+        replicas=args.replicas,
+        redis_cluster=args.redis_cluster,
     )
+    if config.redis_cluster and any(f.startswith("redis") for f in config.faults):
+        print("--fault redis* acts on one Redis: not with --redis-cluster", file=sys.stderr)
+        return 2
+    if config.replicas < 1:
+        print("--replicas must be at least 1", file=sys.stderr)
+        return 2
     runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
     with runner:
         runner.run(run_loadtest(config))

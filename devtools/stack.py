@@ -1,6 +1,7 @@
-"""The whole stack as processes on one machine: embedded Redis (unless REDIS_URL is given)
-and every service, each waited for on /ping, stopped in reverse order. Used by `mlutp run`,
-`mlutp loadtest` and the tests."""
+"""The whole stack as processes on one machine: embedded Redis (unless REDIS_URL is given;
+an embedded Redis Cluster on request) and every service, each waited for on /ping, stopped in
+reverse order; a stateless service may run as several replicas, each on a port of its own.
+Used by `mlutp run`, `mlutp loadtest` and the tests."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from shared.config import DEFAULT_PORTS
-from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster, free_port
 
 DEV_SERVICE_TOKEN = "dev-token"
 
@@ -70,34 +71,73 @@ async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s
             await asyncio.sleep(0.05)
 
 
+# the services that hold no state between requests (SPEC: Processes): they may run as replicas
+REPLICABLE = ("orders_state", "launch")
+
+
 class Stack:
-    def __init__(self, env: Mapping[str, str], services: Sequence[StackService] = STACK) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        services: Sequence[StackService] = STACK,
+        *,
+        replicas: int = 1,
+        redis_cluster_masters: int = 0,
+    ) -> None:
+        """`replicas` processes of each REPLICABLE service (the first on its `<SERVICE>_PORT`,
+        the others on free ports; the other services find the first by its URL variable);
+        `redis_cluster_masters` > 0: an embedded Redis Cluster of that many masters instead
+        of one Redis, when neither REDIS_URL nor REDIS_CLUSTER_NODES is given."""
         self.services = services
         self.env = dict(env)
         self.env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
         for service in services:
             for name in service.url_envs:
                 self.env.setdefault(name, service.url(self.env))
+        self.replicas = {
+            service.name: replicas if service.name in REPLICABLE else 1 for service in services
+        }
+        self.redis_cluster_masters = redis_cluster_masters
         self.redis: EmbeddedRedis | None = None
+        self.redis_cluster: EmbeddedRedisCluster | None = None
         self.processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
+        self._urls: dict[str, list[str]] = {}
 
     def url(self, name: str) -> str:
         return next(s for s in self.services if s.name == name).url(self.env)
 
+    def urls(self, name: str) -> list[str]:
+        """Every replica of a service, the first (`url`) first."""
+        return self._urls.get(name) or [self.url(name)]
+
+    def process(self, name: str, replica: int = 0) -> asyncio.subprocess.Process:
+        return [p for s, p in self.processes if s.name == name][replica]
+
     async def start(self, ready_timeout_s: float = 30.0) -> None:
         """Start everything and wait for every /ping; RuntimeError if something fails."""
         if not self.env.get("REDIS_URL") and not self.env.get("REDIS_CLUSTER_NODES"):
-            self.redis = EmbeddedRedis()
-            await asyncio.to_thread(self.redis.start)
-            self.env["REDIS_URL"] = self.redis.url
-            # the stack's own Redis: the demo page may switch it off and on
-            self.env.setdefault("DEMO_TAG_CACHE_SWITCH", "true")
+            if self.redis_cluster_masters:
+                self.redis_cluster = EmbeddedRedisCluster(masters=self.redis_cluster_masters)
+                await asyncio.to_thread(self.redis_cluster.start)
+                self.env["REDIS_CLUSTER_NODES"] = self.redis_cluster.startup_nodes
+            else:
+                self.redis = EmbeddedRedis()
+                await asyncio.to_thread(self.redis.start)
+                self.env["REDIS_URL"] = self.redis.url
+                # the stack's own Redis: the demo page may switch it off and on
+                self.env.setdefault("DEMO_TAG_CACHE_SWITCH", "true")
         for service in self.services:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", service.module, env=self.env
-            )
-            self.processes.append((service, process))
-            await wait_for_ping(service.url(self.env), process, ready_timeout_s)
+            urls = self._urls.setdefault(service.name, [])
+            for replica in range(self.replicas[service.name]):
+                env = self.env
+                if replica:
+                    env = {**self.env, service.port_env: str(free_port())}
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", service.module, env=env
+                )
+                self.processes.append((service, process))
+                urls.append(service.url(env))
+                await wait_for_ping(urls[-1], process, ready_timeout_s)
 
     async def wait_for_exit(self) -> list[str]:
         """Until any process exits; the names of those that did."""
@@ -120,9 +160,13 @@ class Stack:
                     process.kill()
                     await process.wait()
         self.processes.clear()
+        self._urls.clear()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
             self.redis = None
+        if self.redis_cluster is not None:
+            await asyncio.to_thread(self.redis_cluster.close)
+            self.redis_cluster = None
 
 
 @contextlib.asynccontextmanager

@@ -15,7 +15,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from client.client import ClientOptions, MlutpClient, route_interval_s
+from client.client import ClientOptions, MlutpClient, Replicas, route_interval_s
 from services.launch.app import create_app as create_launch
 from services.launch.config import LaunchSettings
 from services.orders_state.app import create_app as create_orders_state
@@ -243,8 +243,7 @@ async def test_a_policy_change_reaches_a_running_client_within_one_poll(
     )
     state = await aiohttp_server(create_orders_state(OrdersStateSettings(**kwargs)))
     launch = await aiohttp_server(create_launch(LaunchSettings(**kwargs)))
-    client.launch_url = str(launch.make_url("/4.0/launch"))
-    client.orders_state_url = str(state.make_url("")).rstrip("/")
+    client.point_at(str(launch.make_url("/4.0/launch")), str(state.make_url("")))
     parts_before = client.stats.part_requests
 
     await client.cycle()  # the answer names another version: launch again, every part anew
@@ -414,3 +413,18 @@ async def test_the_client_polls_again_after_the_retry_after_of_a_503(
         assert await client._poll_state() is None
     assert shed == 1
     assert client.interval_s == 7 and not client.poll_again_at_once
+
+
+def test_replicas_are_taken_in_turn_and_one_that_refused_is_passed_over_for_a_while():
+    replicas = Replicas(["http://a/", "http://b", "http://c"], down_s=60)
+    assert [replicas.pick() for _ in range(6)] == ["http://a", "http://b", "http://c"] * 2
+    replicas.failed("http://b")
+    assert {replicas.pick() for _ in range(6)} == {"http://a", "http://c"}
+    assert replicas.pick(avoid="http://a") == "http://c"
+    for url in ("http://a", "http://c"):
+        replicas.failed(url)
+    # every one down: still asked in turn (the client has nowhere else to go)
+    assert {replicas.pick() for _ in range(3)} == {"http://a", "http://b", "http://c"}
+    single = Replicas("http://only")
+    single.failed("http://only")  # one URL (a balancer's) is never passed over
+    assert single.pick() == "http://only"

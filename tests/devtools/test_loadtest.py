@@ -90,3 +90,26 @@ def test_the_peak_window_is_the_busiest_five_seconds_not_the_average() -> None:
     assert peak_window_rate(burst) == 36.0
     # one window shorter than five seconds still counts
     assert peak_window_rate(flat[:3]) == 12.0
+
+
+async def test_the_loadtest_runs_its_phases_over_replicas_on_a_redis_cluster(
+    tmp_path: Path,
+) -> None:
+    config = LoadtestConfig(
+        clients=4,
+        duration_s=4,
+        warmup_s=2,
+        time_scale=30,
+        out_dir=tmp_path,
+        progress=False,
+        replicas=2,
+        redis_cluster=3,
+    )
+    report = await run_loadtest(config)
+    assert set(report["phases"]) == {"legacy", "mlutp", "mlutp_wait"}
+    for name in ("mlutp", "mlutp_wait"):
+        phase = report["phases"][name]
+        assert phase["server_errors"] == 0, name
+        # the clients took both replicas in turn: each answered its share
+        [first, second] = phase["requests_by_replica"]
+        assert first > 0 and second > 0, name
