@@ -14,6 +14,14 @@ MAX_WAIT_MS = 25_000
 WAIT_JITTER_DIVISOR = 16
 
 
+def longest_poll_s(source_deadline_s: float, tags_deadline_s: float) -> float:
+    """The longest an orders/state request can take: the first look (sources, then tags), the
+    longest wait with its extra, and one more look for a wake-up at its very end. A balancer's
+    timeout, a gateway's, a pod's termination grace must all exceed it."""
+    one_look_s = source_deadline_s + tags_deadline_s
+    return 2 * one_look_s + MAX_WAIT_MS * (1 + 1 / WAIT_JITTER_DIVISOR) / 1000
+
+
 @dataclass(frozen=True)
 class AnsweredOrder:
     key: OrderKey

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,6 +12,7 @@ from shared.protocol.waiting import (
     MAX_WAIT_MS,
     AnsweredOrder,
     has_news,
+    longest_poll_s,
     shed_interval_ms,
     wait_budget_ms,
 )
@@ -67,3 +69,9 @@ def test_waits_begun_together_end_apart():
 def test_a_shed_poll_is_told_to_come_back_later_within_the_clamp():
     assert shed_interval_ms(3000, factor=2.0, max_ms=60_000) == 6000
     assert shed_interval_ms(40_000, factor=2.0, max_ms=60_000) == 60_000
+
+
+def test_the_longest_poll_is_the_longest_wait_with_its_extra_and_a_look_before_and_after():
+    # 25 s plus 1/16 is 26.5625 s; each look is a source deadline then a tags deadline
+    assert longest_poll_s(0.25, 0.05) == pytest.approx(26.5625 + 2 * 0.3)
+    assert longest_poll_s(1.0, 0.05) > longest_poll_s(0.25, 0.05)
