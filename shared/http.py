@@ -63,7 +63,8 @@ class RetryPolicy:
 class Protection:
     """What keeps clients from multiplying load on a failing upstream: a circuit breaker
     (failures in a row open it; then one probe at a time) and a retry budget. `on_event`
-    hears "retry", "retry_over_budget" and "circuit_open" (a call not made), for metrics."""
+    hears "call" (a call went out, its retry not counted), "retry", "retry_over_budget" and
+    "circuit_open" (a call not made), for metrics."""
 
     circuit: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(10, 2.0))
     retry_budget: RetryBudget = field(default_factory=RetryBudget)
@@ -158,6 +159,7 @@ class UpstreamClient:
             protection.on_event("retry_over_budget")
             retry_options = self._no_retry
         protection.retry_budget.call(now)
+        protection.on_event("call")
         try:
             response = await self._post(path, body, headers, deadline_s, retry_options)
         except (TimeoutError, aiohttp.ClientError):

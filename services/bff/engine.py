@@ -263,7 +263,7 @@ class OrdersStateEngine:
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
     ) -> PollResult:
         """Overloaded (503, Retry-After) past the cap of polls in progress."""
-        with self.admission.poll():
+        with self.admission.poll(), self.metrics.poll_look.time():
             return await self._poll(known, services, headers)
 
     async def _poll(

@@ -4,6 +4,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from shared.metrics import LATENCY_BUCKETS
+
+UPSTREAM_EVENTS = ("retry", "retry_over_budget", "circuit_open")
+
 
 class BffMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -36,6 +40,23 @@ class BffMetrics:
             "Part fetches answered from a fetch of the same order less than a min TTL before, "
             "its content tags unchanged since (no upstream call)",
             ["service", "part"],
+            registry=registry,
+        )
+        # the poll's own work, a waiting poll's held time left out: what the SPEC's "critical
+        # data comes back quickly" is measured by (http_request_duration_seconds of
+        # orders/state holds the waits too)
+        self.poll_look = Histogram(
+            "mlutp_poll_look_seconds",
+            "One look of a poll: the order sources, the tag cache and the decisions (a waiting "
+            "poll looks once, then once per wake-up)",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.upstream_calls = Counter(
+            "mlutp_upstream_calls",
+            "Calls made to each upstream (source:<service>, totw, eats_full, ...), retries not "
+            "counted: the heavy ones (totw, details) are what the legacy polling is held to",
+            ["upstream"],
             registry=registry,
         )
         self.upstream_events = Counter(
@@ -123,7 +144,13 @@ class BffMetrics:
     def upstream_event(self, upstream: str) -> Callable[[str], None]:
         """The counter of one upstream's protection events, as its `on_event`."""
 
+        calls = self.upstream_calls.labels(upstream)
+        events = {e: self.upstream_events.labels(upstream, e) for e in UPSTREAM_EVENTS}
+
         def count(event: str) -> None:
-            self.upstream_events.labels(upstream, event).inc()
+            if event == "call":
+                calls.inc()
+            else:
+                events[event].inc()
 
         return count
