@@ -170,14 +170,16 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def own_stack(env: Mapping[str, str]) -> AsyncIterator[Stack]:
+async def own_stack(
+    env: Mapping[str, str], services: Sequence[StackService] = STACK
+) -> AsyncIterator[Stack]:
     """A script's stack of its own, started and always closed: SIGTERM (a `timeout`, a CI
     limit) cancels the script's task, so no process is left behind."""
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    stack = Stack(env)
+    stack = Stack(env, services)
     try:
         await stack.start()
         yield stack

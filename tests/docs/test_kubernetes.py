@@ -179,14 +179,17 @@ def test_services_budgets_and_the_autoscaler_select_the_pods_they_mean() -> None
         assert port["targetPort"] == container["ports"][0]["name"] == port["name"]
         budget = named(resources, "PodDisruptionBudget")[name]
         assert budget["spec"]["selector"]["matchLabels"].items() <= pods[name].items()
-    [autoscaler] = named(resources, "HorizontalPodAutoscaler").values()
-    assert autoscaler["spec"]["scaleTargetRef"] == {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": "orders-state",
-    }
-    # the autoscaler owns the count: a replicas field would fight it on every apply
-    assert "replicas" not in deployments()["orders-state"]["spec"]
+    autoscalers = named(resources, "HorizontalPodAutoscaler")
+    assert "orders-state" in autoscalers
+    for name, autoscaler in autoscalers.items():
+        assert autoscaler["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": name,
+        }
+        # the autoscaler owns the count: a replicas field would fight it on every apply
+        assert "replicas" not in deployments()[name]["spec"]
+        assert autoscaler["spec"]["minReplicas"] <= autoscaler["spec"]["maxReplicas"]
 
 
 def test_the_service_monitor_scrapes_metrics_of_every_service() -> None:

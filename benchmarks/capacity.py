@@ -1,0 +1,249 @@
+"""Benchmark: what one request of each kind costs, for the capacity model (docs/capacity.md).
+
+A stack of its own (embedded Redis, order_tags, the emulator with its driver off, one
+orders_state). U users get one driving taxi order each. Then, one kind after the other, a
+fixed number of requests at a fixed concurrency, each measured by the CPU time the processes
+used (psutil; Redis by its own INFO), Redis's commands and network bytes, and the bytes of
+the answers:
+
+- poll: orders/state with the order known and every tag current (no news), wait_ms 0;
+- part: fast_info of one order (the recent-fetch memo off, so each is a real upstream call);
+- legacy: /3.0/taxiontheway through orders_state (what the old polling cost this layer);
+- waiting: orders/state with wait_ms 1000 and no news, answered at its wait's end (a waiting
+  poll's look, subscription and answer; holding itself costs next to nothing).
+
+Then, side by side, the CPU, Redis commands and bytes of one active order for a minute under
+each scheme, at the rates `mlutp loadtest` measured (docs/loadtest-results.md): the ratio is
+the comparison; the absolute figures are this machine's.
+
+    python benchmarks/capacity.py [--users 200] [--requests 3000] [--concurrency 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+import psutil
+import redis.asyncio as aioredis
+import uvloop
+
+from devtools.stack import STACK, Stack, free_ports_env, own_stack
+from shared.policy import load_policy
+from shared.protocol.tags import encode_tag
+from shared.redis import tags_key
+
+POLICY = load_policy()
+TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
+PROCESSES = ("orders_state", "order_tags", "emulator")
+# per active order and minute, from `mlutp loadtest --clients 500 --duration 180`
+# (docs/loadtest-results.md, "The waiting poll, with new orders known at once")
+RATES = {
+    "legacy": {"legacy": 9.03},
+    "mlutp": {"poll": 13.87, "part": 1.31},
+    "mlutp_wait": {"waiting": 3.05, "part": 1.40},
+}
+
+
+@dataclass
+class Cost:
+    requests: int
+    seconds: float
+    cpu_s: dict[str, float]  # per process, and "redis"
+    redis_commands: float
+    redis_bytes: float
+    answer_bytes: float
+
+    def per_request(self, value: float) -> float:
+        return value / self.requests
+
+
+async def redis_counters(client: aioredis.Redis) -> tuple[float, float, float]:
+    """Redis's CPU seconds, commands processed and network bytes (in plus out)."""
+    cpu = await client.info("cpu")
+    stats = await client.info("stats")
+    return (
+        float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+        float(stats["total_commands_processed"]),
+        float(stats["total_net_input_bytes"]) + float(stats["total_net_output_bytes"]),
+    )
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+async def measure(
+    stack: Stack,
+    redis: aioredis.Redis,
+    requests: int,
+    concurrency: int,
+    send: Callable[[int], Awaitable[int]],
+) -> Cost:
+    """`requests` calls of `send(i)` (it returns the answer's bytes), `concurrency` at once."""
+    processes = {s.name: psutil.Process(p.pid) for s, p in stack.processes if s.name in PROCESSES}
+    cpu0 = {name: cpu_seconds(p) for name, p in processes.items()}
+    redis0 = await redis_counters(redis)
+    answer_bytes = 0
+    turn = iter(range(requests))
+
+    async def worker() -> None:
+        nonlocal answer_bytes
+        for index in turn:
+            # awaited first: `+= await` would read the total before the wait and lose the
+            # other workers' additions
+            size = await send(index)
+            answer_bytes += size
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    seconds = time.perf_counter() - started
+    redis1 = await redis_counters(redis)
+    cpu = {name: cpu_seconds(p) - cpu0[name] for name, p in processes.items()}
+    cpu["redis"] = redis1[0] - redis0[0]
+    return Cost(requests, seconds, cpu, redis1[1] - redis0[1], redis1[2] - redis0[2], answer_bytes)
+
+
+async def main(users: int, requests: int, concurrency: int) -> None:
+    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
+    env |= {"EMULATOR_DRIVER_ENABLED": "false", "MLUTP_RECENT_MEMO_BYTES": "0"}
+    env.pop("REDIS_URL", None)
+    services = [s for s in STACK if s.name in PROCESSES]
+    async with own_stack(env, services) as stack:
+        emulator, state = stack.url("emulator"), stack.url("orders_state")
+        redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+        ) as session:
+            limit = asyncio.Semaphore(20)
+
+            async def create(index: int) -> tuple[str, str]:
+                user = f"capacity-{index}"
+                async with (
+                    limit,
+                    session.post(
+                        f"{emulator}/emulator/v1/orders",
+                        json={"user_id": user, "service": "taxi", "status": "driving"},
+                    ) as response,
+                ):
+                    return user, (await response.json())["orderid"]
+
+            orders = await asyncio.gather(*(create(i) for i in range(users)))
+            version = POLICY.version("taxi")
+            issued = int(time.time() * 1000) - 60_000
+
+            async def known(orderid: str) -> dict[str, Any]:
+                async with limit:
+                    stored = cast(dict[str, str], await redis.hgetall(tags_key("taxi", orderid)))
+                tags = {p: encode_tag(version, stored.get(p), issued) for p in TAG_DEFINED}
+                return {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
+
+            bodies = await asyncio.gather(*(known(orderid) for _, orderid in orders))
+            # what one order's tags take in Redis (its hash, key included)
+            sizes = [
+                await redis.memory_usage(tags_key("taxi", orderid)) or 0
+                for _, orderid in orders[:50]
+            ]
+            key_bytes = sum(sizes) / len(sizes)
+            fast_info = next(r for r in POLICY.services["taxi"].rules if r.part_name == "fast_info")
+
+            async def post(url: str, user: str, body: dict[str, Any]) -> int:
+                async with session.post(url, json=body, headers={"X-Yandex-UID": user}) as r:
+                    payload = await r.read()
+                    assert r.status == 200, payload
+                    return len(payload)
+
+            def poll(wait_ms: int) -> Callable[[int], Awaitable[int]]:
+                def send(index: int) -> Awaitable[int]:
+                    user, _ = orders[index % users]
+                    body = {"known_orders": [bodies[index % users]], "wait_ms": wait_ms}
+                    return post(f"{state}/mlutp/v1/orders/state", user, body)
+
+                return send
+
+            def part(index: int) -> Awaitable[int]:
+                user, orderid = orders[index % users]
+                body = {"orders": [{"orderid": orderid}]}
+                return post(f"{state}{fast_info.url}", user, body)
+
+            def legacy(index: int) -> Awaitable[int]:
+                user, orderid = orders[index % users]
+                return post(f"{state}/3.0/taxiontheway", user, {"orderid": orderid})
+
+            # warm-up: connections, caches, first-call imports
+            await measure(stack, redis, 200, concurrency, poll(0))
+            costs = {
+                "poll": await measure(stack, redis, requests, concurrency, poll(0)),
+                "part": await measure(stack, redis, requests, concurrency, part),
+                "legacy": await measure(stack, redis, requests, concurrency, legacy),
+                # every concurrent poll waits its second: fewer requests, as many at once
+                "waiting": await measure(
+                    stack,
+                    redis,
+                    max(concurrency * 10, requests // 10),
+                    concurrency * 10,
+                    poll(1000),
+                ),
+            }
+        await redis.aclose()
+
+    print(f"{users} users, one driving taxi order each; {concurrency} requests at a time")
+    print(f"one order's tags in Redis (MEMORY USAGE of its hash): {key_bytes:.0f} bytes")
+    head = (
+        f"{'request':<10}{'req/s':>9}{'orders_state ms':>17}{'order_tags ms':>15}"
+        f"{'redis ms':>10}{'emulator ms':>13}{'redis cmds':>12}{'redis B':>10}{'answer B':>10}"
+    )
+    print(head)
+    for name, cost in costs.items():
+        print(
+            f"{name:<10}{cost.requests / cost.seconds:>9.0f}"
+            f"{cost.per_request(cost.cpu_s['orders_state']) * 1000:>17.3f}"
+            f"{cost.per_request(cost.cpu_s['order_tags']) * 1000:>15.3f}"
+            f"{cost.per_request(cost.cpu_s['redis']) * 1000:>10.3f}"
+            f"{cost.per_request(cost.cpu_s['emulator']) * 1000:>13.3f}"
+            f"{cost.per_request(cost.redis_commands):>12.2f}"
+            f"{cost.per_request(cost.redis_bytes):>10.0f}"
+            f"{cost.per_request(cost.answer_bytes):>10.0f}"
+        )
+    print("\none active order for a minute (rates of docs/loadtest-results.md):")
+    print(
+        f"{'scheme':<12}{'BFF CPU ms':>12}{'order_tags ms':>15}{'redis ms':>10}"
+        f"{'redis cmds':>12}{'answer KB':>11}{'BFF CPU / legacy':>18}"
+    )
+    legacy_cpu = 0.0
+    for scheme, rates in RATES.items():
+
+        def total(of: Callable[[Cost], float], rates: dict[str, float] = rates) -> float:
+            return sum(
+                rate * costs[kind].per_request(of(costs[kind])) for kind, rate in rates.items()
+            )
+
+        bff = total(lambda c: c.cpu_s["orders_state"]) * 1000
+        legacy_cpu = legacy_cpu or bff
+        print(
+            f"{scheme:<12}{bff:>12.2f}{total(lambda c: c.cpu_s['order_tags']) * 1000:>15.2f}"
+            f"{total(lambda c: c.cpu_s['redis']) * 1000:>10.2f}"
+            f"{total(lambda c: c.redis_commands):>12.1f}"
+            f"{total(lambda c: c.answer_bytes) / 1024:>11.1f}{bff / legacy_cpu:>18.2f}"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=20)
+    args = parser.parse_args()
+    uvloop.run(main(args.users, args.requests, args.concurrency))
