@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,13 +38,10 @@ import psutil
 import redis.asyncio as aioredis
 import uvloop
 
+from benchmarks.users import POLICY, caught_up_users
 from devtools.stack import STACK, Stack, free_ports_env, own_stack
-from shared.policy import load_policy
-from shared.protocol.tags import encode_tag
 from shared.redis import tags_key
 
-POLICY = load_policy()
-TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
 PROCESSES = ("orders_state", "order_tags", "emulator")
 # per active order and minute, from `mlutp loadtest --clients 500 --duration 180`
 # (docs/loadtest-results.md, "The waiting poll, with new orders known at once")
@@ -118,6 +115,9 @@ async def measure(
 async def main(users: int, requests: int, concurrency: int) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
     env |= {"EMULATOR_DRIVER_ENABLED": "false", "MLUTP_RECENT_MEMO_BYTES": "0"}
+    # what a request costs, not admission control: the waiting polls come back all at once
+    # each second, a burst the adaptive cap (from its floor of 20) would shed
+    env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in PROCESSES]
     async with own_stack(env, services) as stack:
@@ -127,30 +127,7 @@ async def main(users: int, requests: int, concurrency: int) -> None:
         async with aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=30)
         ) as session:
-            limit = asyncio.Semaphore(20)
-
-            async def create(index: int) -> tuple[str, str]:
-                user = f"capacity-{index}"
-                async with (
-                    limit,
-                    session.post(
-                        f"{emulator}/emulator/v1/orders",
-                        json={"user_id": user, "service": "taxi", "status": "driving"},
-                    ) as response,
-                ):
-                    return user, (await response.json())["orderid"]
-
-            orders = await asyncio.gather(*(create(i) for i in range(users)))
-            version = POLICY.version("taxi")
-            issued = int(time.time() * 1000) - 60_000
-
-            async def known(orderid: str) -> dict[str, Any]:
-                async with limit:
-                    stored = cast(dict[str, str], await redis.hgetall(tags_key("taxi", orderid)))
-                tags = {p: encode_tag(version, stored.get(p), issued) for p in TAG_DEFINED}
-                return {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
-
-            bodies = await asyncio.gather(*(known(orderid) for _, orderid in orders))
+            orders, bodies = await caught_up_users(session, emulator, redis, users, "capacity")
             # what one order's tags take in Redis (its hash, key included)
             sizes = [
                 await redis.memory_usage(tags_key("taxi", orderid)) or 0

@@ -21,7 +21,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,14 +30,10 @@ import redis.asyncio as aioredis
 import uvloop
 
 from benchmarks.loadgen import percentile
+from benchmarks.users import caught_up_users
 from devtools.stack import Stack, free_ports_env, own_stack
 from services.bff.wire import INTERVAL_HEADER
-from shared.policy import load_policy
-from shared.protocol.tags import encode_tag
-from shared.redis import tags_key
 
-POLICY = load_policy()
-TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
 IDLE_S = 3.0
 # how long after the last poll arrived the server may take to hold them all
 RAMP_GRACE_S = 30.0
@@ -67,31 +62,7 @@ async def main(polls: int, wake: int, rate: float) -> None:
         connector = aiohttp.TCPConnector(limit=0)
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            # set-up writes a few at a time: a burst would miss order_tags' Redis deadline
-            limit = asyncio.Semaphore(20)
-
-            async def create(index: int) -> tuple[str, str]:
-                user = f"bench-{index}"
-                async with (
-                    limit,
-                    session.post(
-                        f"{emulator}/emulator/v1/orders",
-                        json={"user_id": user, "service": "taxi", "status": "driving"},
-                    ) as response,
-                ):
-                    return user, (await response.json())["orderid"]
-
-            orders = await asyncio.gather(*(create(i) for i in range(polls)))
-            version = POLICY.version("taxi")
-            now = int(time.time() * 1000) - 60_000
-
-            async def known(orderid: str) -> dict[str, object]:
-                async with limit:
-                    stored = cast(dict[str, str], await redis.hgetall(tags_key("taxi", orderid)))
-                tags = {p: encode_tag(version, stored.get(p), now) for p in TAG_DEFINED}
-                return {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
-
-            bodies = await asyncio.gather(*(known(orderid) for _, orderid in orders))
+            orders, bodies = await caught_up_users(session, emulator, redis, polls, "bench")
             process = process_of(stack, "orders_state")
             rss_idle = process.memory_info().rss
             cpu_idle = await cpu_while(process, IDLE_S)
