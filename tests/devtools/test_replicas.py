@@ -20,11 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from client.client import ClientOptions, MlutpClient
 from devtools.stack import STACK, Stack, free_ports_env
-from shared.policy import load_policy
 from shared.redis import tags_key
+from tests.client.test_client import cut
 
-POLICY = load_policy()
-TAXI_FIELDS = [f for r in POLICY.services["taxi"].rules if r.tag_defined for f in r.fields]
 REPLICAS = 2
 UID = "X-Yandex-UID"
 
@@ -87,7 +85,7 @@ async def totw_fields(
         f"{stack.url('emulator')}/3.0/taxiontheway", json={"orderid": orderid}, headers={UID: user}
     ) as response:
         doc: dict[str, Any] = await response.json()
-    return {name: doc[name] for name in TAXI_FIELDS if name in doc}
+    return cut(doc)
 
 
 async def metric(session: aiohttp.ClientSession, url: str, name: str, **labels: str) -> float:
@@ -106,13 +104,12 @@ def make_client(
     session: aiohttp.ClientSession,
     stack: Stack,
     user: str,
-    orders_state: list[str] | None = None,
     **options: Any,
 ) -> MlutpClient:
     return MlutpClient(
         session,
         launch_url=[f"{url}/4.0/launch" for url in stack.urls("launch")],
-        orders_state_url=orders_state or stack.urls("orders_state"),
+        orders_state_url=stack.urls("orders_state"),
         user_id=user,
         options=ClientOptions(backoff_base_s=0, poll_route=False, **options),
         rng=random.Random(user),
@@ -264,7 +261,7 @@ async def test_killing_a_replica_mid_run_loses_nothing_for_clients_that_go_on_wi
 
     async def change_all(round_: int) -> dict[str, int]:
         versions = {}
-        for user, orderid in orders.items():
+        for orderid in orders.values():
             changed = await emulator_post(
                 session,
                 stack,
@@ -272,7 +269,6 @@ async def test_killing_a_replica_mid_run_loses_nothing_for_clients_that_go_on_wi
                 {"fields": {"comment": f"round {round_}"}},
             )
             versions[orderid] = changed["version"]
-            del user
         return versions
 
     try:
