@@ -223,12 +223,28 @@ class EmbeddedRedisCluster:
                 client.cluster("ADDSLOTSRANGE", index * share, last)
             for node, bus_port in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
                 clients[0].cluster("MEET", node.host, node.port, bus_port)
+        finally:
+            for client in clients:
+                client.close()
+        self._until_ok(timeout_s)
+
+    def restart(self, index: int, timeout_s: float = 30.0) -> None:
+        """Kill one master and start it again on its port: it keeps its slots (its
+        nodes.conf is in its dir) and its data is gone, as after a crash without persistence."""
+        node = self.nodes[index]
+        node.stop()
+        node.start()
+        self._until_ok(timeout_s)
+
+    def _until_ok(self, timeout_s: float) -> None:
+        clients = [redis.Redis(host=node.host, port=node.port) for node in self.nodes]
+        try:
             # nothing announces that gossip has converged: ask each node until it says ok
             deadline = time.monotonic() + timeout_s
             for client in clients:
                 while client.cluster("info")["cluster_state"] != "ok":
                     if time.monotonic() > deadline:
-                        raise RuntimeError("the embedded Redis Cluster did not come up")
+                        raise RuntimeError("the embedded Redis Cluster is not ok")
                     time.sleep(0.05)
         finally:
             for client in clients:

@@ -9,8 +9,9 @@ from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
@@ -38,13 +39,25 @@ def _cluster_nodes(spec: str) -> list[ClusterNode]:
     return nodes
 
 
-def create_redis(settings: RedisSettings, url: str | None = None) -> RedisClient:
-    """A client for `url`, or the settings' URL or cluster. Retries are off: the caller's
-    deadline decides, and a dead Redis must cost one fast failure, not a backoff loop."""
+def create_redis(
+    settings: RedisSettings,
+    url: str | None = None,
+    *,
+    client_name: str | None = None,
+    retry_lost_connection: bool = True,
+) -> RedisClient:
+    """A client for `url`, or the settings' URL or cluster. The caller's deadline decides,
+    and a dead Redis costs one fast failure, not a backoff loop: no retry on a timeout, and
+    one at once on a lost connection, so that a pooled connection Redis closed (a restart,
+    CLIENT KILL, an idle `timeout`) costs no request; on a Redis that is down the retry's
+    connect is refused at once. `retry_lost_connection=False` for a pub/sub client whose
+    owner reconnects and resubscribes itself. `client_name` names the connections in
+    Redis's CLIENT LIST."""
     common: dict[str, Any] = {
+        "client_name": client_name,
         "socket_timeout": settings.socket_timeout_s,
         "socket_connect_timeout": settings.connect_timeout_s,
-        "retry": Retry(NoBackoff(), 0),
+        "retry": Retry(NoBackoff(), 1 if retry_lost_connection else 0, (RedisConnectionError,)),
         "decode_responses": True,
         "health_check_interval": 0,
     }

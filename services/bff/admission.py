@@ -48,9 +48,13 @@ class Admission:
         )
 
     @contextmanager
-    def poll(self) -> Iterator[None]:
-        """One poll in progress (checked against the cap first)."""
-        self.check()
+    def look(self, *, admitted: bool = False) -> Iterator[None]:
+        """One look at sources and tags in progress, checked against the cap first unless
+        the request was `admitted` already: a waiting poll's looks after its first (on a
+        wake-up, or when the min TTL lets a change through) are never shed, or one write to
+        an order many polls wait on would turn them into 503s."""
+        if not admitted:
+            self.check()
         self.in_flight += 1
         self._peak_in_flight = max(self._peak_in_flight, self.in_flight)
         self.metrics.polls_in_flight.inc()

@@ -260,10 +260,16 @@ class OrdersStateEngine:
         return honoured
 
     async def poll(
-        self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
+        self,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        headers: dict[str, str],
+        *,
+        admitted: bool = False,
     ) -> PollResult:
-        """Overloaded (503, Retry-After) past the cap of polls in progress."""
-        with self.admission.poll(), self.metrics.poll_look.time():
+        """Overloaded (503, Retry-After) past the cap of polls in progress, unless the request
+        was `admitted` by an earlier look."""
+        with self.admission.look(admitted=admitted), self.metrics.poll_look.time():
             return await self._poll(known, services, headers)
 
     async def _poll(

@@ -71,8 +71,5 @@ def queried_services(
     supported: Sequence[str] | None, known: Sequence[ParsedKnownOrder]
 ) -> list[str]:
     """The services in supported_services plus those of known_orders, first seen first."""
-    services: list[str] = []
-    for service in [*(supported or ()), *(k.order.service for k in known)]:
-        if service not in services:
-            services.append(service)
-    return services
+    # a dict keeps the first-seen order and makes each name one lookup: linear in the list
+    return list(dict.fromkeys([*(supported or ()), *(k.order.service for k in known)]))

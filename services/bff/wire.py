@@ -14,6 +14,10 @@ ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Status = Annotated[str, msgspec.Meta(max_length=64)]
 
 INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
+# a superapp has a handful of services: a longer list is bad input, not work (each name
+# queried costs a source call and an allowed_changes entry)
+MAX_SUPPORTED_SERVICES = 32
+SupportedServices = Annotated[list[ServiceName], msgspec.Meta(max_length=MAX_SUPPORTED_SERVICES)]
 
 
 class KnownOrder(msgspec.Struct):
@@ -31,13 +35,13 @@ KNOWN_ORDER_FIELDS = frozenset(KnownOrder.__struct_fields__)
 
 class StateRequest(msgspec.Struct):
     known_orders: list[dict[str, Any]] = []
-    supported_services: list[ServiceName] | None = None
+    supported_services: SupportedServices | None = None
     # hold the answer until a part changes, up to this long (SPEC: Waiting poll)
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_WAIT_MS)] = 0
 
 
 class LaunchRequest(msgspec.Struct):
-    supported_services: list[ServiceName]
+    supported_services: SupportedServices
     known_orders: list[dict[str, Any]] = []
     # what the client can take, e.g. "extended_order_info" (required parts inline)
     supported: Annotated[

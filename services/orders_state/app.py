@@ -12,7 +12,7 @@ from services.orders_state.config import OrdersStateSettings
 from services.orders_state.keys import MAX_PART_ORDERS, WAITING
 from services.orders_state.metrics import WaitingMetrics
 from services.orders_state.waiting import WaitingConfig, WaitingPolls
-from services.orders_state.wakeups import TagWakeups
+from services.orders_state.wakeups import WAKEUPS_CLIENT_NAME, TagWakeups
 from shared.policy import PollingType
 from shared.redis import create_redis
 from shared.web import METRICS, create_base_app
@@ -35,7 +35,11 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
         redis = settings.redis
         if redis.url or redis.cluster_nodes:
             wakeups = TagWakeups(
-                create_redis(redis), redis, metrics, linger_s=settings.wakeup_linger_s
+                create_redis(redis, client_name=WAKEUPS_CLIENT_NAME, retry_lost_connection=False),
+                redis,
+                metrics,
+                linger_s=settings.wakeup_linger_s,
+                keepalive_s=settings.wakeup_keepalive_s,
             )
             await wakeups.start()
         else:

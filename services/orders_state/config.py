@@ -44,3 +44,11 @@ class OrdersStateSettings(BffSettings):
             "MLUTP_WAKEUP_SUBSCRIBE_DEADLINE_S", "wakeup_subscribe_deadline_s"
         ),
     )
+    # an idle pub/sub connection sends a PING this often: a Redis `timeout` (common on managed
+    # Redis) never closes it, and one that stopped answering is dropped and made again after
+    # two periods of silence
+    wakeup_keepalive_s: float = Field(
+        5.0,
+        gt=0,
+        validation_alias=AliasChoices("MLUTP_WAKEUP_KEEPALIVE_S", "wakeup_keepalive_s"),
+    )

@@ -16,7 +16,8 @@ class WaitingMetrics:
             "mlutp_waiting_poll_answers",
             "Answers of polls that asked to wait, by cause (news: at once with news; wakeup: "
             "news after a wake-up or the min TTL; timeout: the wait ended with no news; "
-            "unavailable: could not wait; shed: past the cap; shutdown)",
+            "unavailable: could not wait; shed: past the cap; shutdown; overloaded: a 503 of "
+            "admission control, before the poll waited)",
             ["cause"],
             registry=registry,
         )
@@ -38,5 +39,11 @@ class WaitingMetrics:
         self.pubsub_up = Gauge(
             "mlutp_wakeup_pubsub_up",
             "1 while every pub/sub connection of the process is up",
+            registry=registry,
+        )
+        self.pubsub_lost = Counter(
+            "mlutp_wakeup_pubsub_lost",
+            "Pub/sub connections lost (Redis restarted, the connection killed or closed idle); "
+            "each comes back by itself, subscribed again to the channels it had",
             registry=registry,
         )

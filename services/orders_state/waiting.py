@@ -27,12 +27,15 @@ from services.bff.engine import OrdersStateEngine, PollResult
 from services.bff.known_orders import ParsedKnownOrder
 from services.orders_state.metrics import WaitingMetrics
 from services.orders_state.wakeups import TagWakeups, Waiter
+from shared.errors import Overloaded
 from shared.protocol.waiting import has_news, shed_interval_ms, wait_budget_ms
 from shared.wire import OrderKey
 
 log = logging.getLogger("mlutp.waiting")
 
 WAIT_HEADER = "X-Mlutp-Wait"
+# the answers metric's cause of a poll refused (503) by admission control before it waited
+OVERLOADED = "overloaded"
 
 
 class WaitCause(StrEnum):
@@ -118,7 +121,12 @@ class WaitingPolls:
     ) -> WaitedAnswer:
         if wait_ms == 0:
             return WaitedAnswer(await self.engine.poll(known, services, headers), None)
-        answered = await self._answer(known, services, headers, wait_ms)
+        try:
+            answered = await self._answer(known, services, headers, wait_ms)
+        except Overloaded:
+            # shed by admission control at its first look, before it could wait
+            self.metrics.answers.labels(OVERLOADED).inc()
+            raise
         self.metrics.answers.labels(answered.cause.value if answered.cause else "").inc()
         return answered
 
@@ -133,8 +141,14 @@ class WaitingPolls:
         ends_at = loop.time() + wait_budget_ms(wait_ms, self.rng) / 1000
         known_statuses = {k.key: k.order.status for k in known}
 
+        looks = 0
+
         async def poll() -> PollResult:
-            return await self.engine.poll(known, services, headers)
+            nonlocal looks
+            looks += 1
+            # admission control sheds a request at its first look only: once admitted and
+            # held, a poll is answered, however many polls a write wakes at once
+            return await self.engine.poll(known, services, headers, admitted=looks > 1)
 
         def at_once(result: PollResult) -> WaitedAnswer:
             """The answer of a poll that will not wait (whatever the reason)."""

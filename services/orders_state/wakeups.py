@@ -31,9 +31,9 @@ from shared.wire import OrderKey
 
 log = logging.getLogger("mlutp.wakeups")
 
-# a blocked read returns this often, so a stopped shard is noticed and the loop stays simple
-READ_TIMEOUT_S = 1.0
 RECONNECT_BACKOFF_S = (0.1, 0.5, 1.0, 2.0)
+# the name of the pub/sub connections in Redis's CLIENT LIST
+WAKEUPS_CLIENT_NAME = "mlutp-wakeups"
 
 
 class Waiter:
@@ -48,13 +48,23 @@ class Waiter:
 
 
 class Shard:
-    """One pub/sub connection and the task that reads it."""
+    """One pub/sub connection and the task that reads it.
 
-    def __init__(self, name: str, redis: Redis, hub: TagWakeups, *, owns_client: bool) -> None:
+    The connection is this class's own: on any error the whole PubSub is thrown away and a
+    new one made (with backoff), subscribed again to every channel the hub still holds on
+    this shard. redis-py's own reconnect is not used: its reads leave a dead connection in
+    place (`disconnect_on_error=False`) and, with retries off, never come back from it.
+    While idle, a PING every `keepalive_s` keeps a server `timeout` from closing the
+    connection and finds one that stopped answering (a paused or blackholed Redis)."""
+
+    def __init__(
+        self, name: str, redis: Redis, hub: TagWakeups, *, owns_client: bool, keepalive_s: float
+    ) -> None:
         self.name = name
         self.redis = redis
         self.owns_client = owns_client
-        self.pubsub: PubSub = redis.pubsub()
+        self.keepalive_s = keepalive_s
+        self.pubsub: PubSub | None = None
         self.hub = hub
         self.available = False
         # channels whose SSUBSCRIBE is sent and not yet confirmed; set when it is, or when
@@ -70,13 +80,21 @@ class Shard:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
-        with contextlib.suppress(RedisError, OSError):
-            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
         if self.owns_client:
             await self.redis.aclose()
 
+    def _connected(self) -> PubSub:
+        if not self.available or self.pubsub is None:
+            raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
+        return self.pubsub
+
     async def subscribe(self, channels: Sequence[str], *, by_slot: bool) -> None:
         """Send SSUBSCRIBE; the reader sets each channel's confirmation."""
+        await self._send_subscribe(self._connected(), channels, by_slot=by_slot)
+
+    async def _send_subscribe(
+        self, pubsub: PubSub, channels: Sequence[str], *, by_slot: bool
+    ) -> None:
         for channel in channels:
             self.confirmations.setdefault(channel, asyncio.Event())
         groups: Iterable[Sequence[str]] = [channels]
@@ -87,7 +105,7 @@ class Shard:
                 slots[key_slot(channel.encode())].append(channel)
             groups = slots.values()
         for group in groups:
-            await self.pubsub.ssubscribe(*group)
+            await pubsub.ssubscribe(*group)
 
     async def confirmed(self, channel: str) -> None:
         """Until Redis confirmed the channel's subscription; ConnectionError if the connection
@@ -99,40 +117,72 @@ class Shard:
             raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
 
     async def unsubscribe(self, channels: Sequence[str]) -> None:
+        pubsub = self._connected()
         for channel in channels:
             self.confirmations.pop(channel, None)
         # one SUNSUBSCRIBE per channel: a cluster node refuses channels of several slots
         for channel in channels:
-            await self.pubsub.sunsubscribe(channel)
+            await pubsub.sunsubscribe(channel)
 
     async def _run(self) -> None:
         attempt = 0
         while True:
+            pubsub = self.redis.pubsub()
             try:
-                # (re)connects; redis-py subscribes again to every channel on a new connection
-                await self.pubsub.connect()  # type: ignore[no-untyped-call]
-                self.available = True
-                self.hub.shard_up()
+                await self._connect(pubsub)
                 attempt = 0
-                while True:
-                    message = await self.pubsub.get_message(timeout=READ_TIMEOUT_S)
-                    if message is not None:
-                        self._handle(message)
+                await self._read(pubsub)
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError) as exc:
-                was_available, self.available = self.available, False
-                if was_available:
-                    log.warning(
-                        "pub/sub connection lost", extra={"shard": self.name, "error": repr(exc)}
-                    )
-                    self.hub.lost(self)
-                for event in self.confirmations.values():
-                    event.set()
-                self.confirmations.clear()
+            except (RedisError, OSError, TimeoutError) as exc:
+                await self._lost(exc)
+            finally:
+                self.pubsub = None
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
             # a reconnect backoff, not a wait for an event: nothing announces Redis is back
             await asyncio.sleep(RECONNECT_BACKOFF_S[min(attempt, len(RECONNECT_BACKOFF_S) - 1)])
             attempt += 1
+
+    async def _connect(self, pubsub: PubSub) -> None:
+        """A new connection, subscribed again to every channel the hub holds on this shard
+        (waited on, or lingering), before it counts as up."""
+        await pubsub.connect()  # type: ignore[no-untyped-call]
+        async with self.hub.lock:
+            channels = self.hub.channels_on(self)
+            if channels:
+                await self._send_subscribe(pubsub, channels, by_slot=self.hub.cluster)
+            self.pubsub = pubsub
+            self.available = True
+        await self.hub.shard_up(self, resubscribed=len(channels))
+
+    async def _read(self, pubsub: PubSub) -> None:
+        loop = asyncio.get_running_loop()
+        heard_at = loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=self.keepalive_s)
+            now = loop.time()
+            if message is not None:
+                heard_at = now
+                self._handle(message)
+            elif now - heard_at >= 2 * self.keepalive_s:
+                # the keepalive sent a period ago has no answer: the server is not there
+                raise TimeoutError(
+                    f"no answer on the pub/sub connection for {now - heard_at:.1f} s"
+                )
+            else:
+                await pubsub.ping()
+
+    async def _lost(self, exc: BaseException) -> None:
+        was_available, self.available = self.available, False
+        for event in self.confirmations.values():
+            event.set()
+        self.confirmations.clear()
+        if was_available:
+            log.warning("pub/sub connection lost", extra={"shard": self.name, "error": repr(exc)})
+            await self.hub.lost(self)
+        else:
+            log.debug("pub/sub connection failed", extra={"shard": self.name, "error": repr(exc)})
 
     def _handle(self, message: dict[str, Any]) -> None:
         kind = message["type"]
@@ -153,12 +203,14 @@ class TagWakeups:
         metrics: WaitingMetrics,
         *,
         linger_s: float = 5.0,
+        keepalive_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis
         self.settings = settings
         self.metrics = metrics
         self.linger_s = linger_s
+        self.keepalive_s = keepalive_s
         self.clock = clock
         self.cluster = isinstance(redis, RedisCluster)
         self.shards: dict[str, Shard] = {}
@@ -167,7 +219,13 @@ class TagWakeups:
         self.subscribed: dict[str, Shard] = {}
         self.idle_since: dict[str, float] = {}
         self._sweeper: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        # keeps SSUBSCRIBE and SUNSUBSCRIBE of a channel (by polls, the sweeper and a shard's
+        # reconnect) in the order the bookkeeping saw them
+        self.lock = asyncio.Lock()
+        # connections lost since start, and a condition told of every change of a shard's
+        # state (for tests and benchmarks: the moment wake-ups are back, awaited not guessed)
+        self.losses = 0
+        self.state_changed = asyncio.Condition()
 
     @property
     def available(self) -> bool:
@@ -180,15 +238,24 @@ class TagWakeups:
             for node in self.redis.get_primaries():
                 self._add_shard(node.name, node.host, node.port)
         else:
-            self.shards[""] = Shard("", self.redis, self, owns_client=False)
+            self.shards[""] = Shard(
+                "", self.redis, self, owns_client=False, keepalive_s=self.keepalive_s
+            )
         for shard in self.shards.values():
             shard.start()
         self._sweeper = asyncio.create_task(self._sweep(), name="wakeups:sweeper")
 
     def _add_shard(self, name: str, host: str, port: int | str) -> Shard:
-        client = create_redis(self.settings, f"redis://{host}:{port}/0")
+        client = create_redis(
+            self.settings,
+            f"redis://{host}:{port}/0",
+            client_name=WAKEUPS_CLIENT_NAME,
+            retry_lost_connection=False,
+        )
         assert isinstance(client, Redis)
-        shard = self.shards[name] = Shard(name, client, self, owns_client=True)
+        shard = self.shards[name] = Shard(
+            name, client, self, owns_client=True, keepalive_s=self.keepalive_s
+        )
         return shard
 
     async def close(self) -> None:
@@ -241,7 +308,7 @@ class TagWakeups:
             async with asyncio.timeout(deadline_s):
                 # the lock keeps SSUBSCRIBE and the sweeper's SUNSUBSCRIBE of a channel in the
                 # order the bookkeeping saw them
-                async with self._lock:
+                async with self.lock:
                     new: dict[Shard, list[str]] = defaultdict(list)
                     for channel in channels:
                         if channel not in self.subscribed:
@@ -274,17 +341,39 @@ class TagWakeups:
             waiter.ring()
         self.metrics.wakeups.inc(len(waiters))
 
-    def shard_up(self) -> None:
-        self.metrics.pubsub_up.set(int(self.available))
+    def channels_on(self, shard: Shard) -> list[str]:
+        return [channel for channel, on in self.subscribed.items() if on is shard]
 
-    def lost(self, shard: Shard) -> None:
+    async def shard_up(self, shard: Shard, *, resubscribed: int) -> None:
+        self.metrics.pubsub_up.set(int(self.available))
+        if self.losses:
+            log.info(
+                "pub/sub connection back",
+                extra={"shard": shard.name, "resubscribed": resubscribed},
+            )
+        await self._tell()
+
+    async def lost(self, shard: Shard) -> None:
         """A shard's connection is gone: its waiters can no longer be woken, so they answer
-        now; its channels are subscribed again on the new connection by redis-py."""
+        now. Its channels stay in the books: the shard subscribes them again when it is back."""
+        self.losses += 1
         self.metrics.pubsub_up.set(0)
+        self.metrics.pubsub_lost.inc()
         for channel, waiters in self.waiters.items():
             if self.subscribed.get(channel) is shard:
                 for waiter in waiters:
                     waiter.ring()
+        await self._tell()
+
+    async def _tell(self) -> None:
+        async with self.state_changed:
+            self.state_changed.notify_all()
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Until `predicate()` holds, checked at each change of a shard's state and after the
+        sweeper unsubscribed channels."""
+        async with self.state_changed:
+            await self.state_changed.wait_for(predicate)
 
     async def _sweep(self) -> None:
         """Unsubscribe channels no poll has waited on for `linger_s`."""
@@ -292,7 +381,7 @@ class TagWakeups:
             # a timer by nature: idleness is the absence of events
             await asyncio.sleep(min(1.0, self.linger_s))
             now = self.clock()
-            async with self._lock:
+            async with self.lock:
                 expired = [
                     c for c, since in self.idle_since.items() if now - since >= self.linger_s
                 ]
@@ -314,3 +403,5 @@ class TagWakeups:
                             if channel not in self.waiters:
                                 self.idle_since[channel] = now
             self.metrics.channels.set(len(self.subscribed))
+            if expired:
+                await self._tell()

@@ -131,6 +131,7 @@ def test_there_is_an_alert_for_each_failure_on_call_is_paged_or_ticketed_for() -
         "MlutpPollP99OverBudget",
         "MlutpLoadShedding",
         "MlutpDeprecatedPolicyVersionInUse",
+        "MlutpWakeupsDown",
     }
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in {"page", "ticket", "info"}, name

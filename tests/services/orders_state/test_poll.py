@@ -7,6 +7,7 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
+from services.bff.wire import MAX_SUPPORTED_SERVICES
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
 from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, client_tag, poll
@@ -152,6 +153,23 @@ async def test_a_service_the_server_does_not_serve_is_unavailable_not_bad_input(
         orders_state, unique, {"supported_services": ["taxi", "scooters"]}
     )
     assert interval == 3000 and [o["orderid"] for o in body["orders"]] == [orderid]
+
+
+async def test_supported_services_are_queried_once_each_and_bounded(
+    orders_state: TestClient, launch: TestClient, unique: str
+):
+    names = [f"s{i}" for i in range(MAX_SUPPORTED_SERVICES - 3)]
+    # a name listed twice is one service queried: one allowed_changes entry, first seen first
+    listed = ["taxi", *names, "taxi", names[0]]
+    assert len(listed) == MAX_SUPPORTED_SERVICES
+    status, body, _ = await poll(orders_state, unique, {"supported_services": listed})
+    assert status == 200
+    assert [entry["service"] for entry in body["allowed_changes"]] == ["taxi", *names]
+    # one more name than the limit is bad input, on both endpoints that take the list
+    too_many = {"supported_services": [*listed, "one_more"]}
+    for client, path in [(orders_state, "/mlutp/v1/orders/state"), (launch, "/4.0/launch")]:
+        status, body, _ = await poll(client, unique, too_many, path)
+        assert status == 400 and body["code"] == "invalid_request", path
 
 
 async def test_an_order_carries_what_the_user_may_change_now_from_its_source(

@@ -332,6 +332,7 @@ async def stack_on(
     aiohttp_client: Callable[..., Awaitable[TestClient]],
     aiohttp_server: Callable[..., Awaitable[TestServer]],
     settings: RedisSettings,
+    **state_settings: Any,
 ) -> tuple[TestClient, TestClient]:
     """order_tags, the emulator and orders_state on this Redis (or cluster): the emulator's
     client and orders_state's."""
@@ -341,14 +342,13 @@ async def stack_on(
     emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
     # subscribing to a fresh cluster's shards can take longer than the 0.5 s default on a
     # loaded machine: no test here means a slow subscription
-    state_settings = OrdersStateSettings(
-        **bff_kwargs(tags_server, emulator_server),
-        redis=settings,
-        wakeup_subscribe_deadline_s=5.0,
+    values = {"wakeup_subscribe_deadline_s": 5.0, **state_settings}
+    orders_state = OrdersStateSettings(
+        **bff_kwargs(tags_server, emulator_server), redis=settings, **values
     )
     return (
         await aiohttp_client(emulator_server),
-        await aiohttp_client(create_app(state_settings)),
+        await aiohttp_client(create_app(orders_state)),
     )
 
 
@@ -371,3 +371,23 @@ async def test_redis_killed_mid_wait_answers_at_once(
     assert headers["X-Mlutp-Wait"] == "unavailable"
     assert order["orderid"] == orderid
     assert time.monotonic() - started < 10
+
+
+async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_cap(
+    make_orders_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    # admission control admits 4 looks at a time; 20 polls are held on one order
+    client = await make_orders_state(protocol={"min_polls_in_flight": 4, "max_polls_in_flight": 4})
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    polls = []
+    for count in range(1, 21):
+        polls.append(asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000)))
+        await held(client, polls[-1], count)
+    await change(emulator, "taxi", orderid, {"comment": "seen by all twenty"})
+    # `state` asserts each answer is a 200: none is shed on its way out
+    answers = await asyncio.gather(*polls)
+    assert [headers["X-Mlutp-Wait"] for _, headers in answers] == ["wakeup"] * 20
+    assert all("rarely_changed" in order["need_request"] for order, _ in answers)
