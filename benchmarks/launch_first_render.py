@@ -1,5 +1,5 @@
 """Benchmark: app start to a complete first render of every order, launch with extended order
-info against plain launch, side by side in one run (SPEC: Extended order info).
+info against plain launch, side by side in one run (docs/protocol.md: Extended order info).
 
 A whole stack of its own (embedded Redis, order_tags, the emulator with its driver off,
 orders_state, launch). N users each get a driving taxi order and a cooking eats order. Each

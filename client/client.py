@@ -1,4 +1,4 @@
-"""The reference client of the order polling protocol (SPEC: Reference client and load tests).
+"""The reference client of the order polling protocol (docs/protocol.md: Writing a client).
 
 Read it as documentation of the client half of the contract:
 
@@ -181,7 +181,7 @@ class ClientOptions:
     route_far_every_s: float = 20.0
     poll_route: bool = True
     request_timeout_s: float = 5.0
-    # > 0: waiting polls (SPEC: Waiting poll); 0: plain polling at the interval
+    # > 0: waiting polls (docs/protocol.md: Waiting poll); 0: plain polling at the interval
     wait_ms: int = 0
     # a user change not seen this long: last-write-wins is retried once, versioned fails
     change_deadline_s: float = 15.0

@@ -71,7 +71,8 @@ async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s
             await asyncio.sleep(0.05)
 
 
-# the services that hold no state between requests (SPEC: Processes): they may run as replicas
+# the services that hold no state between requests (docs/protocol.md: Processes): they may run as
+# replicas
 REPLICABLE = ("orders_state", "launch")
 
 

@@ -72,8 +72,8 @@ class Features:
     async def user_change(
         self, service: str, orderid: str, user_id: str, name: str, value: Any, **how: Any
     ) -> int:
-        """A user's change (SPEC: Feature data and user changes): data first, tags second.
-        Returns the data version the client waits to see."""
+        """A user's change (docs/protocol.md: Feature data and user changes): data first, tags
+        second. Returns the data version the client waits to see."""
         change, version = self.world.user_change(service, orderid, user_id, name, value, **how)
         if change is not None:
             await self.publish(change)

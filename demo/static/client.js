@@ -1,4 +1,4 @@
-// The client half of the order polling contract (SPEC.md), for a browser: the same steps as
+// The client half of the order polling contract (docs/protocol.md), for a browser: the same steps as
 // client/client.py, written to be read beside it.
 //
 // - launch with extended order info: every order renders from the launch answer alone;

@@ -144,7 +144,7 @@ class OrdersStateEngine:
 
     def policy_versions(self, services: Sequence[str]) -> dict[str, str]:
         """The current policy version of each queried service the server serves: a client
-        holding another one fetches the policy again (SPEC: Policy changes)."""
+        holding another one fetches the policy again (docs/protocol.md: Policy changes)."""
         return {
             service: self.policy.version(service)
             for service in services

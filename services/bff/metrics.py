@@ -42,7 +42,7 @@ class BffMetrics:
             ["service", "part"],
             registry=registry,
         )
-        # the poll's own work, a waiting poll's held time left out: what the SPEC's "critical
+        # the poll's own work, a waiting poll's held time left out: what the protocol's "critical
         # data comes back quickly" is measured by (http_request_duration_seconds of
         # orders/state holds the waits too)
         self.poll_look = Histogram(

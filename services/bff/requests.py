@@ -9,6 +9,7 @@ from aiohttp import web
 
 from services.bff.keys import LIMITS
 from services.bff.known_orders import ParsedKnownOrder, parse_known_orders, queried_services
+from shared.errors import Unauthorized
 from shared.web import request_id
 from shared.wire import checked_user_id
 
@@ -16,8 +17,16 @@ USER_HEADER = "X-Yandex-UID"
 
 
 def require_user(request: web.Request) -> str:
-    """The gateway authenticates the user and passes X-Yandex-UID; no user, no answer."""
-    return checked_user_id(request.headers.get(USER_HEADER), USER_HEADER)
+    """The gateway authenticates the user and passes X-Yandex-UID; no user, no answer. Two
+    of them are refused too: a gateway that appends the header instead of replacing it must
+    not let the client pick which identity counts."""
+    values = request.headers.getall(USER_HEADER, [])
+    if len(values) > 1:
+        raise Unauthorized(
+            f"{USER_HEADER} is given {len(values)} times; exactly one is expected",
+            code="unauthorized",
+        )
+    return checked_user_id(values[0] if values else None, USER_HEADER)
 
 
 def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:

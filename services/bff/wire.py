@@ -36,7 +36,7 @@ KNOWN_ORDER_FIELDS = frozenset(KnownOrder.__struct_fields__)
 class StateRequest(msgspec.Struct):
     known_orders: list[dict[str, Any]] = []
     supported_services: SupportedServices | None = None
-    # hold the answer until a part changes, up to this long (SPEC: Waiting poll)
+    # hold the answer until a part changes, up to this long (docs/protocol.md: Waiting poll)
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_WAIT_MS)] = 0
 
 
@@ -52,7 +52,7 @@ class LaunchRequest(msgspec.Struct):
 class StateResponse(msgspec.Struct):
     orders: list[dict[str, Any]]
     allowed_changes: list[AllowedChange]
-    # service → its current policy version (SPEC: Policy changes)
+    # service → its current policy version (docs/protocol.md: Policy changes)
     policy_versions: dict[str, str]
 
 

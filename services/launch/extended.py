@@ -1,5 +1,5 @@
-"""Launch's extended order info (SPEC: Extended order info): the required parts each order
-needs, fetched by the part machinery exactly as a part endpoint would (content tag read
+"""Launch's extended order info (docs/protocol.md: Extended order info): the required parts each
+order needs, fetched by the part machinery exactly as a part endpoint would (content tag read
 before the data, the same deadlines and per-order errors), put inline in the answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The waiting poll (SPEC: Waiting poll): orders/state held until a part changes.
+"""The waiting poll (docs/protocol.md: Waiting poll): orders/state held until a part changes.
 
 A poll that asks to wait listens on its orders' channels, then polls as usual. With news it
 answers at once. Otherwise it is held until a wake-up (a tag write on one of its orders),

@@ -1,5 +1,5 @@
-"""Wake-ups of waiting polls (SPEC: Waiting poll). order_tags publishes every tag write on the
-order's own channel; this process keeps one pub/sub connection (one per shard on a Redis
+"""Wake-ups of waiting polls (docs/protocol.md: Waiting poll). order_tags publishes every tag write
+on the order's own channel; this process keeps one pub/sub connection (one per shard on a Redis
 Cluster, where the channels are sharded like the keys), subscribed to an order's channel
 while some poll waits on it and for a short linger after, since the client's next poll
 usually waits on the same orders at once.

@@ -1,4 +1,4 @@
-"""Admission control (SPEC: Polling interval): past a hard cap of polls in progress per
+"""Admission control (docs/protocol.md: Polling interval): past a hard cap of polls in progress per
 process, a poll is answered at once with 503 and Retry-After, so admitted polls stay fast
 and never answer "source unavailable" because of the BFF's own queue.
 

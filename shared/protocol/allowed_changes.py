@@ -1,5 +1,5 @@
-"""allowed_changes: one entry per queried service (SPEC: Orders and their order); and what
-the user may change in one order now (SPEC: Per-order change capabilities)."""
+"""allowed_changes: one entry per queried service (docs/protocol.md: Orders and their order); and
+what the user may change in one order now (docs/protocol.md: Per-order change capabilities)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Launch with extended order info (SPEC: Extended order info, stage 3): the required parts
+"""Launch with extended order info (docs/protocol.md: Extended order info): the required parts
 an order needs come inline in the launch answer, so the client renders every order from it
 alone. Which parts go inline, and how a fetched part goes in; pure, no I/O."""
 

@@ -1,5 +1,5 @@
-"""`force` is a privilege, not a lever (SPEC: Tags and need_request, rule 5): it is honoured
-a bounded number of times per order per minute; beyond that it is treated as absent, so one
+"""`force` is a privilege, not a lever (docs/protocol.md: Tags and need_request, rule 5): it is
+honoured a bounded number of times per order per minute; beyond that it is treated as absent, so one
 client forcing on every poll cannot make the upstreams fetch an order's parts on every poll."""
 
 from __future__ import annotations

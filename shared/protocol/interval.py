@@ -1,4 +1,4 @@
-"""The polling interval of one response (SPEC: Polling interval)."""
+"""The polling interval of one response (docs/protocol.md: Polling interval)."""
 
 from __future__ import annotations
 

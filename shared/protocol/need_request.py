@@ -1,4 +1,4 @@
-"""Which parts of an order the client must fetch (SPEC: Tags and `need_request`)."""
+"""Which parts of an order the client must fetch (docs/protocol.md: Tags and need_request)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def part_needed(
     timings: TagTimings,
     refetch_phase: float = 0.0,
 ) -> bool:
-    """The five rules, in the SPEC's order, for one tag_defined part. `refetch_phase` (in
+    """The five rules, in the protocol's order, for one tag_defined part. `refetch_phase` (in
     [0, 1), fixed per order) places the order's first refetch of an outage in the degraded
     TTL after the outage began."""
     # 1. missing or invalid client tag

@@ -1,4 +1,4 @@
-"""The order of orders (SPEC: Orders and their order).
+"""The order of orders (docs/protocol.md: Orders and their order).
 
 Orders of available sources go in canonical order: `created_at`, then `service`, then
 `orderid`. Each stale order is then inserted right after the nearest order that precedes it

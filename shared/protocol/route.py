@@ -1,4 +1,4 @@
-"""Which order a route request is for (SPEC: Part endpoints, the route part). Old clients send
+"""Which order a route request is for (docs/protocol.md: Part endpoints). Old clients send
 taxiroute's own request, with no `orderid`: then it is the user's one active order."""
 
 from __future__ import annotations

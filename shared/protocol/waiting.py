@@ -1,5 +1,5 @@
-"""The waiting poll's decisions (SPEC: Waiting poll): what is news for the client, how long
-a poll may wait, and the interval of a poll shed past the cap of waiting polls."""
+"""The waiting poll's decisions (docs/protocol.md: Waiting poll): what is news for the client, how
+long a poll may wait, and the interval of a poll shed past the cap of waiting polls."""
 
 from __future__ import annotations
 

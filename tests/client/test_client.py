@@ -1,4 +1,5 @@
-"""The reference client end to end (SPEC: Reference client; Feature data and user changes)."""
+"""The reference client end to end (docs/protocol.md: Writing a client; Feature data and user
+changes)."""
 
 from __future__ import annotations
 
@@ -389,8 +390,8 @@ async def no_part_requests(needed: object) -> set[tuple[str, str, str]]:
 async def test_the_client_polls_again_after_the_retry_after_of_a_503(
     aiohttp_server: Callable[..., Awaitable[TestServer]],
 ):
-    """Admission control (SPEC: Polling interval): a shed poll is a 503 with Retry-After,
-    and the client comes back when it says, not at its 2 s fallback."""
+    """Admission control (docs/protocol.md: Polling interval): a shed poll is a 503 with
+    Retry-After, and the client comes back when it says, not at its 2 s fallback."""
     shed = 0
 
     async def overloaded(request: web.Request) -> web.Response:

@@ -1,4 +1,4 @@
-"""Every service has GET /ping and GET /metrics (SPEC: Processes)."""
+"""Every service has GET /ping and GET /metrics (docs/protocol.md: Processes)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,8 @@ def test_the_dashboard_has_the_panels_on_call_needs() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert variables["datasource"]["query"] == "prometheus"
-    # the legacy figure the heavy calls are held to: the SPEC's production figure (2-3k rps)
+    # the legacy figure the heavy calls are held to: the production figure of the old polling (2-3k
+    # rps)
     assert 2000 <= int(variables["legacy_heavy_rps"]["query"]) <= 3000
     # no two panels on one spot
     spots = [(p["gridPos"]["x"], p["gridPos"]["y"]) for p in dashboard["panels"]]

@@ -1,4 +1,4 @@
-"""The feature services' user change endpoints (SPEC: Feature data and user changes):
+"""The feature services' user change endpoints (docs/protocol.md: Feature data and user changes):
 versioned features refuse a stale version with 409 and change nothing; last-write-wins ones
 change nothing twice for one idempotency key and keep the latest request by its time."""
 

@@ -1,5 +1,5 @@
 """A corpus of nasty requests (tests/data/bad_requests.json) against every POST endpoint of
-every service (SPEC: Identity and limits): each gets a 4xx with a `{"code", "message"}` JSON
+every service (docs/protocol.md: Identity): each gets a 4xx with a `{"code", "message"}` JSON
 body, never a 5xx, and nothing is written to Redis."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Identity is exactly what was checked (SPEC: Identity and limits): an X-Yandex-UID that is
+"""Identity is exactly what was checked (docs/protocol.md: Identity): an X-Yandex-UID that is
 not 1–128 printable ASCII characters without spaces is a 401 with a JSON error on every
 client-facing endpoint, and an accepted one reaches the upstreams byte for byte."""
 
@@ -8,6 +8,7 @@ import json
 
 import pytest
 from aiohttp.test_utils import TestClient
+from multidict import CIMultiDict
 
 from tests import raw_http
 from tests.emulator_api import create_order_id, stats
@@ -79,3 +80,20 @@ async def test_whitespace_around_the_header_is_not_part_of_the_id(
     assert status == 200, payload
     assert [o["orderid"] for o in json.loads(payload)["orders"]] == [orderid]
     assert (await stats(emulator))["recent"]["source:taxi"][-1]["headers"]["X-Yandex-UID"] == unique
+
+
+async def test_two_user_ids_are_a_401_whichever_comes_first(
+    orders_state: TestClient, launch: TestClient, emulator: TestClient, unique: str
+):
+    """A gateway that appends X-Yandex-UID instead of replacing it must not let a client
+    choose the identity by sending its own first."""
+    await create_order_id(emulator, unique)
+    calls_before = (await stats(emulator))["calls"]
+    two = CIMultiDict([("X-Yandex-UID", f"{unique}-victim"), ("X-Yandex-UID", unique)])
+    clients = {"orders_state": orders_state, "launch": launch}
+    for service, endpoints in ENDPOINTS.items():
+        for path, body in endpoints:
+            resp = await clients[service].post(path, data=body, headers=two)
+            assert resp.status == 401, path
+            assert (await resp.json())["code"] == "unauthorized"
+    assert (await stats(emulator))["calls"] == calls_before  # no upstream was asked

@@ -1,4 +1,5 @@
-"""The polling policy file: validated at start-up, a version per service (SPEC: Polling policy)."""
+"""The polling policy file: validated at start-up, a version per service (docs/protocol.md: Polling
+policy)."""
 
 from __future__ import annotations
 

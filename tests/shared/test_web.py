@@ -1,5 +1,5 @@
-"""What aiohttp answers before any handler runs (SPEC: Identity and limits, bad input gets a
-JSON error): a request it cannot parse gets the services' `{"code", "message"}` body on the
+"""What aiohttp answers before any handler runs (docs/protocol.md: Errors and limits; bad input
+gets a JSON error): a request it cannot parse gets the services' `{"code", "message"}` body on the
 services' own runner, never plain text."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""order_tags endpoints against a real Redis (SPEC: order_tags service)."""
+"""order_tags endpoints against a real Redis (docs/protocol.md: Writing tags (order_tags))."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""SPEC: Waiting poll: order_tags publishes every tag write (set, bump, delete) on the order's
-own channel, named like its key; a write that changes nothing wakes nobody."""
+"""docs/protocol.md: Waiting poll: order_tags publishes every tag write (set, bump, delete) on the
+order's own channel, named like its key; a write that changes nothing wakes nobody."""
 
 from __future__ import annotations
 

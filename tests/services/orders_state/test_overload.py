@@ -1,7 +1,8 @@
-"""Force is a privilege, not a lever (SPEC rule 5: honoured a bounded number of times per
-order per minute, beyond that treated as absent), and admission control (SPEC: Polling
-interval: past the cap of polls in progress, a poll is answered at once with 503 and
-Retry-After), the cap following the process's own queue."""
+"""Force is a privilege, not a lever (docs/protocol.md: Tags and need_request, rule 5:
+honoured a bounded number of times per order per minute, beyond that treated as absent), and
+admission control (docs/protocol.md: Polling interval; past the cap of polls in progress, a
+poll is answered at once with 503 and Retry-After), the cap following the process's own
+queue."""
 
 from __future__ import annotations
 

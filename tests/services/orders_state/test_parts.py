@@ -1,4 +1,4 @@
-"""The part endpoints against the real emulator and Redis (SPEC: Part endpoints)."""
+"""The part endpoints against the real emulator and Redis (docs/protocol.md: Part endpoints)."""
 
 from __future__ import annotations
 

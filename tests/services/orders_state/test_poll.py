@@ -1,4 +1,4 @@
-"""POST /mlutp/v1/orders/state against a real stack: every rule of the SPEC's poll."""
+"""POST /mlutp/v1/orders/state against a real stack: every rule of the protocol's poll."""
 
 from __future__ import annotations
 

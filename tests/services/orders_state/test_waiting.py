@@ -1,6 +1,7 @@
-"""The waiting poll (SPEC: Waiting poll) on a real stack: Redis, order_tags, the emulator and
-orders_state with its pub/sub connection. "Held" is awaited on the server's own count of held
-polls, never guessed with a sleep; timings are asserted only as far as the SPEC names them."""
+"""The waiting poll (docs/protocol.md: Waiting poll) on a real stack: Redis, order_tags, the
+emulator and orders_state with its pub/sub connection. "Held" is awaited on the server's own count
+of held polls, never guessed with a sleep; timings are asserted only as far as docs/protocol.md
+names them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Wake-ups come back by themselves (SPEC: Waiting poll): after Redis restarts, after the
-pub/sub connection is killed, and after a Redis `timeout` closes it while idle, waiting
+"""Wake-ups come back by themselves (docs/protocol.md: Waiting poll): after Redis restarts, after
+the pub/sub connection is killed, and after a Redis `timeout` closes it while idle, waiting
 works again, on one Redis and on a three-master cluster, without restarting orders_state.
 Each test kills, restarts or reconfigures a Redis it started itself."""
 

@@ -1,4 +1,4 @@
-"""Extended order info (SPEC: Extended order info, stage 3)."""
+"""Extended order info (docs/protocol.md: Extended order info)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""SPEC, rule 5: "force is honoured a bounded number of times per order per minute; beyond
-that it is treated as absent". SPEC, Polling interval: "past a hard cap of polls in progress
-per process, a poll is answered at once with 503 and Retry-After"."""
+"""docs/protocol.md: Tags and need_request: force "is honoured at most 6 times per order per
+minute (config); past that it is treated as absent". docs/protocol.md: Polling interval: "past
+the cap of polls in progress, a poll gets 503 with Retry-After at once"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""need_request, rule by rule, as the SPEC words it."""
+"""need_request, rule by rule, as docs/protocol.md words it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which order a route request is for (SPEC: Part endpoints, the route part)."""
+"""Which order a route request is for (docs/protocol.md: Part endpoints)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC: Waiting poll: what is news, how long a poll may wait, the interval when shed."""
+"""docs/protocol.md: Waiting poll: what is news, how long a poll may wait, the interval when
+shed."""
 
 from __future__ import annotations
 
