@@ -11,7 +11,6 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.bff.admission import Admission
 from services.bff.known_orders import ParsedKnownOrder
@@ -19,6 +18,12 @@ from services.bff.metrics import BffMetrics
 from services.bff.sources import OrderSourceClient
 from services.bff.tag_cache import StoredTags, TagCache
 from services.bff.wire import PolicyRule
+from shared.answer import (
+    ActualOrder,
+    AnsweredOrder,
+    StaleOrder,
+    without_answer_fields,
+)
 from shared.policy import PollingPolicy
 from shared.protocol.allowed_changes import (
     AllowedChange,
@@ -36,27 +41,13 @@ from shared.protocol.need_request import (
 )
 from shared.protocol.ordering import canonical_key, merge_orders
 from shared.protocol.tags import part_content, refetch_phase
-from shared.protocol.waiting import AnsweredOrder
 from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import OrderKey
-
-# keys of a response order that a source's brief fields may not overwrite
-RESERVED_KEYS = frozenset(
-    {
-        "orderid",
-        "service",
-        "status",
-        "tags",
-        "need_request",
-        "update_status",
-        "change_capabilities",
-    }
-)
 
 
 @dataclass(frozen=True)
 class PollResult:
-    orders: list[dict[str, Any]]
+    orders: list[AnsweredOrder]
     allowed_changes: list[AllowedChange]
     interval_ms: int
     # the tag cache or a queried source was unavailable: a poll answered so never waits
@@ -66,17 +57,6 @@ class PollResult:
     # the current policy version of each queried service served
     policy_versions: dict[str, str] = field(default_factory=dict)
 
-    def answered(self) -> list[AnsweredOrder]:
-        return [
-            AnsweredOrder(
-                OrderKey(order["service"], order["orderid"]),
-                order["status"],
-                order["update_status"] == "stale",
-                order["need_request"],
-            )
-            for order in self.orders
-        ]
-
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -85,37 +65,18 @@ class EngineConfig:
     force_per_order_per_minute: int = 6
 
 
-def _actual_order(
-    service: str, source_order: SourceOrder, need: list[str], tags: dict[str, str]
-) -> dict[str, Any]:
-    order: dict[str, Any] = {
-        "orderid": source_order.orderid,
-        "service": service,
-        "status": source_order.status,
-    }
-    for name, value in source_order.brief.items():
-        if name not in RESERVED_KEYS:
-            order[name] = value
-    order["tags"] = tags
-    order["need_request"] = need
-    order["update_status"] = "actual"
-    order["change_capabilities"] = source_order.change_capabilities
-    return order
-
-
-def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> dict[str, Any]:
+def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:
     """Only what the client itself sent: a stale answer never reveals anything new. Nothing
     may be changed on data the server cannot see."""
-    return {
-        "orderid": known.order.orderid,
-        "service": known.order.service,
-        "status": known.order.status,
-        **{k: v for k, v in known.extras.items() if k not in RESERVED_KEYS},
-        "tags": dict(known.order.tags),
-        "need_request": [],
-        "update_status": "stale",
-        "change_capabilities": unavailable_capabilities(capabilities),
-    }
+    return StaleOrder(
+        orderid=known.order.orderid,
+        service=known.order.service,
+        status=known.order.status,
+        tags=dict(known.order.tags),
+        need_request=[],
+        change_capabilities=unavailable_capabilities(capabilities),
+        echo=without_answer_fields(known.extras),
+    )
 
 
 class OrdersStateEngine:
@@ -217,7 +178,7 @@ class OrdersStateEngine:
         *,
         cache: CacheState,
         now_ms: int,
-    ) -> tuple[dict[str, Any], int | None]:
+    ) -> tuple[ActualOrder, int | None]:
         """An order of an available source, decided by the policy version the client uses,
         and when a part the min TTL holds back becomes needed."""
         service_policy = self.policy.services[service]
@@ -246,7 +207,15 @@ class OrdersStateEngine:
         )
         for part in decision.need_request:
             self.metrics.need_request.labels(service, part).inc()
-        order = _actual_order(service, source_order, decision.need_request, decision.valid_tags)
+        order = ActualOrder(
+            orderid=source_order.orderid,
+            service=service,
+            status=source_order.status,
+            tags=decision.valid_tags,
+            need_request=decision.need_request,
+            change_capabilities=source_order.change_capabilities,
+            brief=without_answer_fields(source_order.brief),
+        )
         return order, decision.held_until_ms
 
     def _force(
@@ -299,24 +268,21 @@ class OrdersStateEngine:
             )
             for (service, source_order), key in zip(listed, keys, strict=True)
         ]
-        actual = [order for order, _ in decided]
+        actual: list[AnsweredOrder] = [order for order, _ in decided]
         held_until_ms = min((held for _, held in decided if held is not None), default=None)
 
         # a known order of an unavailable service stays, as the client knew it
-        stale = [
+        stale: list[AnsweredOrder] = [
             _stale_order(k, self._capabilities(k.order.service))
             for k in known
             if k.order.service not in available
         ]
         for order in stale:
             # a name the client made up is no label: metrics stay bounded
-            served = order["service"] in self.sources
-            self.metrics.stale_orders.labels(order["service"] if served else "unknown").inc()
-        orders = merge_orders(
-            actual,
-            stale,
-            [k.key for k in known],
-            key=lambda o: OrderKey(o["service"], o["orderid"]),
+            served = order.service in self.sources
+            self.metrics.stale_orders.labels(order.service if served else "unknown").inc()
+        orders: list[AnsweredOrder] = merge_orders(
+            actual, stale, [k.key for k in known], key=lambda o: o.key
         )
 
         allowances: dict[str, SourceAllowance] = {
@@ -331,7 +297,7 @@ class OrdersStateEngine:
             or any(k.order.service not in self.sources for k in known)
         )
         interval_ms = polling_interval_ms(
-            [(o["service"], o["status"]) for o in orders],
+            [(o.service, o.status) for o in orders],
             degraded=degraded,
             overload=self.admission.overload(),
             rng=self.rng,

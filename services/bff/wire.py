@@ -50,7 +50,8 @@ class LaunchRequest(msgspec.Struct):
 
 
 class StateResponse(msgspec.Struct):
-    orders: list[dict[str, Any]]
+    # each an encoded `shared.answer.AnsweredOrder` (its brief or echo fields among its own)
+    orders: list[msgspec.Raw]
     allowed_changes: list[AllowedChange]
     # service → its current policy version (docs/protocol.md: Policy changes)
     policy_versions: dict[str, str]
@@ -69,7 +70,7 @@ class PolicyRule(msgspec.Struct, omit_defaults=True):
 
 
 class LaunchState(msgspec.Struct):
-    orders: list[dict[str, Any]]
+    orders: list[msgspec.Raw]
     allowed_changes: list[AllowedChange]
     polling_policy: list[PolicyRule]
     policy_versions: dict[str, str]

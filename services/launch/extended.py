@@ -10,16 +10,17 @@ from typing import Any
 
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
+from shared.answer import AnsweredOrder
 from shared.policy import PollingPolicy
 from shared.protocol.extended_info import inline_parts, parts_to_inline
 
 
 async def with_required_parts(
-    orders: Sequence[dict[str, Any]],
+    orders: Sequence[AnsweredOrder],
     parts: PartService,
     policy: PollingPolicy,
     headers: dict[str, str],
-) -> list[dict[str, Any]]:
+) -> list[AnsweredOrder]:
     endpoints = {
         (endpoint.service, endpoint.rule.part_name): endpoint
         for endpoint in policy.endpoints
@@ -44,6 +45,5 @@ async def with_required_parts(
         for answer in answers:
             fetched.setdefault((service, answer["orderid"]), {})[part] = answer
     return [
-        inline_parts(order, fetched.get((order["service"], order["orderid"]), {}))
-        for order in orders
+        inline_parts(order, fetched.get((order.service, order.orderid), {})) for order in orders
     ]

@@ -7,6 +7,7 @@ from services.bff.keys import ENGINE, PARTS, POLICY
 from services.bff.requests import parse_poll, require_user, upstream_headers
 from services.bff.wire import INTERVAL_HEADER, LaunchRequest, LaunchResponse, LaunchState
 from services.launch.extended import with_required_parts
+from shared.answer import encode_orders
 from shared.protocol.extended_info import EXTENDED_ORDER_INFO
 from shared.web import json_response, read_json
 
@@ -28,5 +29,7 @@ async def launch(request: web.Request) -> web.Response:
     if EXTENDED_ORDER_INFO in body.supported:
         orders = await with_required_parts(orders, request.app[PARTS], request.app[POLICY], headers)
     rules = request.app[ENGINE].policy_rules(services)
-    state = LaunchState(orders, result.allowed_changes, rules, result.policy_versions)
+    state = LaunchState(
+        encode_orders(orders), result.allowed_changes, rules, result.policy_versions
+    )
     return json_response(LaunchResponse(state), headers={INTERVAL_HEADER: str(result.interval_ms)})

@@ -13,6 +13,7 @@ from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS, WAITING
 from services.orders_state.waiting import WAIT_HEADER
 from services.orders_state.wire import PartResponse
+from shared.answer import encode_orders
 from shared.policy import PartEndpoint
 from shared.upstream_wire import RouteRequest
 from shared.web import json_response, read_json
@@ -36,7 +37,9 @@ async def orders_state(request: web.Request) -> web.Response:
         headers[WAIT_HEADER] = answer.cause.value
     return json_response(
         StateResponse(
-            answer.result.orders, answer.result.allowed_changes, answer.result.policy_versions
+            encode_orders(answer.result.orders),
+            answer.result.allowed_changes,
+            answer.result.policy_versions,
         ),
         headers=headers,
     )

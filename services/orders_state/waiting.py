@@ -161,7 +161,7 @@ class WaitingPolls:
             return at_once(await poll())
         if self.waiting >= self.config.max_waiting:
             result = await poll()
-            if result.degraded or has_news(known_statuses, result.answered()):
+            if result.degraded or has_news(known_statuses, result.orders):
                 return at_once(result)
             interval_ms = shed_interval_ms(
                 result.interval_ms,
@@ -201,7 +201,7 @@ class WaitingPolls:
     ) -> WaitedAnswer:
         loop = asyncio.get_running_loop()
         result = await poll()
-        if result.degraded or has_news(known_statuses, result.answered()):
+        if result.degraded or has_news(known_statuses, result.orders):
             return at_once(result)
         while True:
             if self.shutting_down:
@@ -238,7 +238,7 @@ class WaitingPolls:
             result = await poll()
             if result.degraded or not self._can_wait():
                 return at_once(result)
-            if has_news(known_statuses, result.answered()):
+            if has_news(known_statuses, result.orders):
                 return WaitedAnswer(result, WaitCause.WAKEUP)
             if loop.time() >= ends_at:
                 return WaitedAnswer(result, WaitCause.TIMEOUT)

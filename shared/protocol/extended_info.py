@@ -7,27 +7,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from shared.answer import ActualOrder, AnsweredOrder
+
 EXTENDED_ORDER_INFO = "extended_order_info"
 
 
 def parts_to_inline(
-    orders: Sequence[Mapping[str, Any]], required: Mapping[str, Sequence[str]]
+    orders: Sequence[AnsweredOrder], required: Mapping[str, Sequence[str]]
 ) -> dict[tuple[str, str], list[str]]:
     """(service, part) → the orders to fetch it for: each actual order's required parts that
     it needs (a part the client holds a valid tag of is not fetched again)."""
     wanted: dict[tuple[str, str], list[str]] = {}
     for order in orders:
-        if order["update_status"] != "actual":
+        if not isinstance(order, ActualOrder):
             continue
-        for part in required.get(order["service"], ()):
-            if part in order["need_request"]:
-                wanted.setdefault((order["service"], part), []).append(order["orderid"])
+        for part in required.get(order.service, ()):
+            if part in order.need_request:
+                wanted.setdefault((order.service, part), []).append(order.orderid)
     return wanted
 
 
-def inline_parts(
-    order: Mapping[str, Any], fetched: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any]:
+def inline_parts(order: AnsweredOrder, fetched: Mapping[str, Mapping[str, Any]]) -> AnsweredOrder:
     """The order with its fetched parts under `parts` (the part's fields and its tag) and out
     of `need_request`. A part that failed is left out and stays needed."""
     parts = {
@@ -35,10 +37,10 @@ def inline_parts(
         for name, result in fetched.items()
         if "error" not in result
     }
-    if not parts:
-        return dict(order)
-    return {
-        **order,
-        "need_request": [name for name in order["need_request"] if name not in parts],
-        "parts": parts,
-    }
+    if not parts or not isinstance(order, ActualOrder):
+        return order
+    return msgspec.structs.replace(
+        order,
+        need_request=[name for name in order.need_request if name not in parts],
+        parts=parts,
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from shared.answer import AnsweredOrder, StaleOrder
 from shared.wire import OrderKey
 
 MAX_WAIT_MS = 25_000
@@ -22,20 +22,12 @@ def longest_poll_s(source_deadline_s: float, tags_deadline_s: float) -> float:
     return 2 * one_look_s + MAX_WAIT_MS * (1 + 1 / WAIT_JITTER_DIVISOR) / 1000
 
 
-@dataclass(frozen=True)
-class AnsweredOrder:
-    key: OrderKey
-    status: str
-    stale: bool
-    need_request: Sequence[str]
-
-
 def has_news(known_statuses: Mapping[OrderKey, str], answered: Sequence[AnsweredOrder]) -> bool:
     """News for the client: any part in `need_request`; an order whose status differs from
     the client's; an order the client did not list; a known order left out as finished; any
     stale order. A poll with news is answered at once; one without may wait."""
     for order in answered:
-        if order.stale or order.need_request:
+        if isinstance(order, StaleOrder) or order.need_request:
             return True
         client_status = known_statuses.get(order.key)
         if client_status is None or client_status != order.status:

@@ -8,6 +8,7 @@ import random
 
 from services.bff.engine import EngineConfig, OrdersStateEngine
 from services.bff.known_orders import Limits, parse_known_orders
+from shared.answer import ActualOrder, StaleOrder
 from shared.policy import load_policy
 from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
@@ -50,8 +51,8 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
     tags.stored[OrderKey("eats", "e1")] = {"full_info": "f"}
     result = await engine(tags, taxi=taxi, eats=eats).poll([], ["taxi", "eats"], {})
     assert tags.calls == ["get"]
-    assert [o["orderid"] for o in result.orders] == ["e1", "t1", "t2"]  # canonical order
-    assert all(o["update_status"] == "actual" for o in result.orders)
+    assert [o.orderid for o in result.orders] == ["e1", "t1", "t2"]  # canonical order
+    assert all(isinstance(o, ActualOrder) for o in result.orders)
 
 
 async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_the_answer():
@@ -63,7 +64,7 @@ async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_
     assert set(created) == {r.part_name for r in taxi_rules if r.tag_defined and not r.static}
     # a client that knows nothing needs every tag_defined part, by priority
     [order] = result.orders
-    assert order["need_request"] == ["fast_info", "rarely_changed", "static", "chat", "slow"]
+    assert order.need_request == ["fast_info", "rarely_changed", "static", "chat", "slow"]
 
 
 async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_sent_it():
@@ -73,8 +74,8 @@ async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_s
     client = {"orderid": "e1", "service": "eats", "status": "cooking", "tags": {}, "note": "x"}
     result = await engine(tags, eats=eats).poll(known(client), ["eats"], {})
     [order] = result.orders
-    assert order["update_status"] == "stale" and order["note"] == "x"
-    assert order["need_request"] == [] and order["status"] == "cooking"
+    assert isinstance(order, StaleOrder) and order.echo == {"note": "x"}
+    assert order.need_request == [] and order.status == "cooking"
     assert result.allowed_changes[0].no_more_orders_reason == "service_unavailable"
     assert tags.calls == []  # no actual order: nothing to read
 
@@ -85,7 +86,7 @@ async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
     taxi = FakeSource([("t1", "driving", T0)])
     result = await engine(tags, taxi=taxi).poll([], ["taxi"], {})
     [order] = result.orders
-    assert order["update_status"] == "actual"
+    assert isinstance(order, ActualOrder)
     assert result.interval_ms == 2 * 3000  # driving's base, doubled while degraded
 
 
@@ -97,7 +98,7 @@ async def test_a_user_with_more_orders_than_one_batch_takes_is_read_in_batches_w
     assert sorted(tags.calls) == ["create", "create", "get", "get"]
     assert len(result.orders) == 150
     assert not result.degraded
-    assert all(o["update_status"] == "actual" for o in result.orders)
+    assert all(isinstance(o, ActualOrder) for o in result.orders)
 
 
 async def test_a_refused_tag_read_degrades_that_poll_and_never_opens_the_circuit_for_others():

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from shared.answer import ActualOrder, AnsweredOrder, StaleOrder
 from shared.protocol.extended_info import inline_parts, parts_to_inline
 
 REQUIRED = {"taxi": ["fast_info"], "eats": ["full_info"]}
 
 
-def order(orderid: str, service: str, need: list[str], status: str = "actual") -> dict[str, Any]:
-    return {"orderid": orderid, "service": service, "need_request": need, "update_status": status}
+def order(orderid: str, service: str, need: list[str], status: str = "actual") -> AnsweredOrder:
+    if status == "stale":
+        return StaleOrder(orderid, service, "cooking", {}, need, {})
+    return ActualOrder(orderid, service, "driving", {}, need, {})
 
 
 def test_each_actual_order_gets_the_required_parts_it_needs():
@@ -31,8 +32,9 @@ def test_a_fetched_part_is_inline_with_its_tag_and_not_in_need_request():
         order("t1", "taxi", ["fast_info", "chat"]),
         {"fast_info": {"orderid": "t1", "tag": "tg", "status": "driving"}},
     )
-    assert inlined["parts"] == {"fast_info": {"tag": "tg", "status": "driving"}}
-    assert inlined["need_request"] == ["chat"]
+    assert isinstance(inlined, ActualOrder)
+    assert inlined.parts == {"fast_info": {"tag": "tg", "status": "driving"}}
+    assert inlined.need_request == ["chat"]
 
 
 def test_a_part_that_failed_is_left_out_and_stays_needed():
@@ -40,4 +42,5 @@ def test_a_part_that_failed_is_left_out_and_stays_needed():
     inlined = inline_parts(
         original, {"fast_info": {"orderid": "t1", "error": {"update_status": "stale"}}}
     )
-    assert "parts" not in inlined and inlined["need_request"] == ["fast_info", "chat"]
+    assert isinstance(inlined, ActualOrder)
+    assert inlined.parts is None and inlined.need_request == ["fast_info", "chat"]

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shared.answer import ActualOrder, StaleOrder
 from shared.protocol.waiting import (
     MAX_WAIT_MS,
-    AnsweredOrder,
     has_news,
     longest_poll_s,
     shed_interval_ms,
@@ -23,8 +23,8 @@ O1 = OrderKey("taxi", "o1")
 O2 = OrderKey("eats", "e7")
 
 
-def actual(key: OrderKey, status: str = "driving", need: tuple[str, ...] = ()) -> AnsweredOrder:
-    return AnsweredOrder(key, status, stale=False, need_request=list(need))
+def actual(key: OrderKey, status: str = "driving", need: tuple[str, ...] = ()) -> ActualOrder:
+    return ActualOrder(key.orderid, key.service, status, {}, list(need), {})
 
 
 def test_an_answer_the_client_already_has_is_no_news():
@@ -52,7 +52,7 @@ def test_a_known_order_left_out_as_finished_is_news():
 
 
 def test_any_stale_order_is_news():
-    stale = AnsweredOrder(O1, "driving", stale=True, need_request=[])
+    stale = StaleOrder(O1.orderid, O1.service, "driving", {}, [], {})
     assert has_news({O1: "driving"}, [stale])
 
 
