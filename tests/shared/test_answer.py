@@ -78,7 +78,8 @@ def test_without_brief_fields_the_object_is_the_structs_own():
         "need_request": [],
         "change_capabilities": {},
     }
-    assert [json.loads(bytes(raw))["orderid"] for raw in encode_orders([order, order])] == ["o1", "o1"]
+    encoded = encode_orders([order, order])
+    assert [json.loads(bytes(raw))["orderid"] for raw in encoded] == ["o1", "o1"]
 
 
 def test_a_brief_or_echo_field_never_overwrites_the_answers_own():
