@@ -150,6 +150,14 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+def needs(app: web.Application, key: web.AppKey[T], needed_by: str) -> T:
+    """What a resource's setup needs from one set up before it: a StartupError naming both
+    when it is missing (the setups are in the wrong order), not a KeyError later."""
+    if key not in app:
+        raise StartupError(f"{needed_by} needs {key}, which is not set up before it")
+    return app[key]
+
+
 def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,

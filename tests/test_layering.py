@@ -1,6 +1,7 @@
 """The import graph, read from the code's own imports: the library depends on nothing of the
-project, the products never depend on the developer tooling, and the reference client
-depends on nothing of the server (it is what a mobile team would write)."""
+project, the products never depend on the developer tooling, the reference client depends on
+nothing of the server (it is what a mobile team would write), and no service imports another
+(orders_state and launch share `services.bff`, which imports neither)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,48 @@ def test_the_checker_sees_a_crossing(tmp_path: Path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from devtools.stack import Stack\n    import client.client\n")
     assert project_imports(module) == {"devtools", "client"}
+
+
+# service package → the service packages it may import (besides itself)
+SERVICE_IMPORTS = {
+    "bff": set(),
+    "order_tags": set(),
+    "orders_state": {"bff"},
+    "launch": {"bff"},
+}
+
+
+def service_imports(path: Path) -> set[str]:
+    """The packages under services/ a module imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found |= {name.split(".")[1] for name in names if name.startswith("services.")}
+    return found
+
+
+def test_every_service_package_is_listed():
+    packages = {path.parent.name for path in (ROOT / "services").glob("*/__init__.py")}
+    assert packages == set(SERVICE_IMPORTS)
+
+
+@pytest.mark.parametrize("package", sorted(SERVICE_IMPORTS))
+def test_no_service_imports_another(package: str):
+    modules = sorted((ROOT / "services" / package).rglob("*.py"))
+    crossings = [
+        f"{module.relative_to(ROOT)} imports services.{target}"
+        for module in modules
+        for target in sorted(service_imports(module) - SERVICE_IMPORTS[package] - {package})
+    ]
+    assert crossings == []
+
+
+def test_the_checker_sees_a_service_crossing(tmp_path: Path):
+    module = tmp_path / "m.py"
+    module.write_text("from services.orders_state.keys import X\nimport services.bff.wire\n")
+    assert service_imports(module) == {"orders_state", "bff"}

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from services.orders_state.wire import PartRequest
+from services.bff.wire import PartRequest
 from shared import wire
 from shared.errors import BadRequest
 

@@ -78,3 +78,21 @@ class LaunchState(msgspec.Struct):
 
 class LaunchResponse(msgspec.Struct):
     mlutp_orders_state: LaunchState
+
+
+# --- part endpoints ---------------------------------------------------------------------------
+
+
+class PartOrder(msgspec.Struct, forbid_unknown_fields=True):
+    orderid: OrderId
+    tag: ClientTagText | None = None
+
+
+class PartRequest(msgspec.Struct):
+    """The legacy totw request for 1–3 orders. Other fields go to the upstream untouched."""
+
+    orders: list[PartOrder]
+
+
+class PartResponse(msgspec.Struct):
+    orders: list[dict[str, Any]]

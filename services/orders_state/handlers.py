@@ -9,10 +9,10 @@ from aiohttp.typedefs import Handler
 from services.bff.keys import ENGINE, PARTS, TOTW
 from services.bff.part_request import parse_part_request
 from services.bff.requests import parse_poll, require_user, upstream_headers
-from services.bff.wire import INTERVAL_HEADER, StateRequest, StateResponse
-from services.orders_state.keys import MAX_PART_ORDERS, WAITING
-from services.orders_state.waiting import WAIT_HEADER
-from services.orders_state.wire import PartResponse
+from services.bff.wire import INTERVAL_HEADER, PartResponse, StateRequest, StateResponse
+from services.orders_state.keys import MAX_PART_ORDERS
+from services.orders_state.waiting.polls import WAIT_HEADER
+from services.orders_state.waiting.setup import WAITING
 from shared.answer import encode_orders
 from shared.policy import PartEndpoint
 from shared.upstream_wire import RouteRequest

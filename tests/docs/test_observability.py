@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from services.bff.metrics import BffMetrics
-from services.orders_state.metrics import WaitingMetrics
+from services.orders_state.waiting.metrics import WaitingMetrics
 from shared.metrics import HttpMetrics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from services.orders_state.app import create_app
 from services.orders_state.config import OrdersStateSettings
-from services.orders_state.keys import WAITING
+from services.orders_state.waiting.setup import WAITING
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.waiting import MAX_WAIT_MS

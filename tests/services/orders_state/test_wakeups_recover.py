@@ -12,8 +12,9 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
-from services.orders_state.keys import WAITING
-from services.orders_state.wakeups import WAKEUPS_CLIENT_NAME, TagWakeups
+from services.orders_state.waiting.setup import WAITING
+from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
+from services.orders_state.waiting.wakeups import TagWakeups
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from shared.redis import tags_key

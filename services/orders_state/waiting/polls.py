@@ -25,8 +25,9 @@ from redis.exceptions import RedisError
 
 from services.bff.engine import OrdersStateEngine, PollResult
 from services.bff.known_orders import ParsedKnownOrder
-from services.orders_state.metrics import WaitingMetrics
-from services.orders_state.wakeups import TagWakeups, Waiter
+from services.orders_state.waiting.metrics import WaitingMetrics
+from services.orders_state.waiting.shard import Waiter
+from services.orders_state.waiting.wakeups import TagWakeups
 from shared.errors import Overloaded
 from shared.protocol.waiting import has_news, shed_interval_ms, wait_budget_ms
 from shared.wire import OrderKey

@@ -1,0 +1,3 @@
+"""The waiting poll (docs/protocol.md: Waiting poll), all of it but its pure decisions
+(`shared.protocol.waiting`): `polls` holds a poll until news, `wakeups` and `shard` listen
+on Redis for tag writes, `metrics` counts, `setup` wires it into orders_state."""

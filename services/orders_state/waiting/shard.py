@@ -1,0 +1,185 @@
+"""One pub/sub connection of the wake-ups (one per Redis, or per master of a Redis Cluster)
+and the doorbell a waiting poll listens to. The connection is the shard's own: lost, it is
+made anew and subscribed again to every channel the hub still holds on it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.crc import key_slot
+from redis.exceptions import RedisError
+
+if TYPE_CHECKING:
+    from services.orders_state.waiting.wakeups import TagWakeups
+
+log = logging.getLogger("mlutp.wakeups")
+
+RECONNECT_BACKOFF_S = (0.1, 0.5, 1.0, 2.0)
+# the name of the pub/sub connections in Redis's CLIENT LIST
+WAKEUPS_CLIENT_NAME = "mlutp-wakeups"
+
+
+class Waiter:
+    """One waiting poll's doorbell: set on a wake-up of any of its orders or when wake-ups
+    stopped working (the connection of one of its shards was lost)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def ring(self) -> None:
+        self.event.set()
+
+
+class Shard:
+    """One pub/sub connection and the task that reads it.
+
+    The connection is this class's own: on any error the whole PubSub is thrown away and a
+    new one made (with backoff), subscribed again to every channel the hub still holds on
+    this shard. redis-py's own reconnect is not used: its reads leave a dead connection in
+    place (`disconnect_on_error=False`) and, with retries off, never come back from it.
+    While idle, a PING every `keepalive_s` keeps a server `timeout` from closing the
+    connection and finds one that stopped answering (a paused or blackholed Redis)."""
+
+    def __init__(
+        self, name: str, redis: Redis, hub: TagWakeups, *, owns_client: bool, keepalive_s: float
+    ) -> None:
+        self.name = name
+        self.redis = redis
+        self.owns_client = owns_client
+        self.keepalive_s = keepalive_s
+        self.pubsub: PubSub | None = None
+        self.hub = hub
+        self.available = False
+        # channels whose SSUBSCRIBE is sent and not yet confirmed; set when it is, or when
+        # the connection is lost (then `available` says which)
+        self.confirmations: dict[str, asyncio.Event] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"wakeups:{self.name}")
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        if self.owns_client:
+            await self.redis.aclose()
+
+    def _connected(self) -> PubSub:
+        if not self.available or self.pubsub is None:
+            raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
+        return self.pubsub
+
+    async def subscribe(self, channels: Sequence[str], *, by_slot: bool) -> None:
+        """Send SSUBSCRIBE; the reader sets each channel's confirmation."""
+        await self._send_subscribe(self._connected(), channels, by_slot=by_slot)
+
+    async def _send_subscribe(
+        self, pubsub: PubSub, channels: Sequence[str], *, by_slot: bool
+    ) -> None:
+        for channel in channels:
+            self.confirmations.setdefault(channel, asyncio.Event())
+        groups: Iterable[Sequence[str]] = [channels]
+        if by_slot:
+            # a cluster node takes one slot per SSUBSCRIBE
+            slots: dict[int, list[str]] = defaultdict(list)
+            for channel in channels:
+                slots[key_slot(channel.encode())].append(channel)
+            groups = slots.values()
+        for group in groups:
+            await pubsub.ssubscribe(*group)
+
+    async def confirmed(self, channel: str) -> None:
+        """Until Redis confirmed the channel's subscription; ConnectionError if the connection
+        is lost first."""
+        event = self.confirmations.get(channel)
+        if event is not None:
+            await event.wait()
+        if not self.available:
+            raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        pubsub = self._connected()
+        for channel in channels:
+            self.confirmations.pop(channel, None)
+        # one SUNSUBSCRIBE per channel: a cluster node refuses channels of several slots
+        for channel in channels:
+            await pubsub.sunsubscribe(channel)
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await self._connect(pubsub)
+                attempt = 0
+                await self._read(pubsub)
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError, TimeoutError) as exc:
+                await self._lost(exc)
+            finally:
+                self.pubsub = None
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            # a reconnect backoff, not a wait for an event: nothing announces Redis is back
+            await asyncio.sleep(RECONNECT_BACKOFF_S[min(attempt, len(RECONNECT_BACKOFF_S) - 1)])
+            attempt += 1
+
+    async def _connect(self, pubsub: PubSub) -> None:
+        """A new connection, subscribed again to every channel the hub holds on this shard
+        (waited on, or lingering), before it counts as up."""
+        await pubsub.connect()  # type: ignore[no-untyped-call]
+        async with self.hub.lock:
+            channels = self.hub.channels_on(self)
+            if channels:
+                await self._send_subscribe(pubsub, channels, by_slot=self.hub.cluster)
+            self.pubsub = pubsub
+            self.available = True
+        await self.hub.shard_up(self, resubscribed=len(channels))
+
+    async def _read(self, pubsub: PubSub) -> None:
+        loop = asyncio.get_running_loop()
+        heard_at = loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=self.keepalive_s)
+            now = loop.time()
+            if message is not None:
+                heard_at = now
+                self._handle(message)
+            elif now - heard_at >= 2 * self.keepalive_s:
+                # the keepalive sent a period ago has no answer: the server is not there
+                raise TimeoutError(
+                    f"no answer on the pub/sub connection for {now - heard_at:.1f} s"
+                )
+            else:
+                await pubsub.ping()
+
+    async def _lost(self, exc: BaseException) -> None:
+        was_available, self.available = self.available, False
+        for event in self.confirmations.values():
+            event.set()
+        self.confirmations.clear()
+        if was_available:
+            log.warning("pub/sub connection lost", extra={"shard": self.name, "error": repr(exc)})
+            await self.hub.lost(self)
+        else:
+            log.debug("pub/sub connection failed", extra={"shard": self.name, "error": repr(exc)})
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        channel = message["channel"]
+        if kind == "smessage":
+            self.hub.wake(channel)
+        elif kind == "ssubscribe":
+            event = self.confirmations.pop(channel, None)
+            if event is not None:
+                event.set()
