@@ -1,6 +1,6 @@
 """An answered order: what orders/state and launch say of one order
-(docs/protocol.md: Polling orders). The one type the poll engine builds, the waiting poll and extended launch read, and
-the encoder writes; tagged by `update_status`.
+(docs/protocol.md: Polling orders). The one type the poll engine builds, the waiting poll
+and extended launch read, and the encoder writes; tagged by `update_status`.
 
 On the wire an order's brief fields (from its source) or echo fields (the client's own, of a
 stale order) are fields of the order object itself. A Struct cannot hold fields it does not
