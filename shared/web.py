@@ -8,7 +8,7 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,6 +34,8 @@ REQUEST_ID_HEADER = "X-Request-Id"
 JSON_CONTENT_TYPE = "application/json"
 
 METRICS = web.AppKey("metrics", HttpMetrics)
+# a resource's life in an app: opened on startup, closed on cleanup (`app.cleanup_ctx`)
+CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ nothing of the server (it is what a mobile team would write), and no service imp
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,34 @@ def test_the_checker_sees_a_service_crossing(tmp_path: Path):
     module = tmp_path / "m.py"
     module.write_text("from services.orders_state.keys import X\nimport services.bff.wire\n")
     assert service_imports(module) == {"orders_state", "bff"}
+
+
+# the BFF's core: one look at sources and tags, the part machinery, the tag cache, parsing
+# and admission; the HTTP clients they use are behind `services.bff.ports`
+CORE = (
+    "services.bff.engine",
+    "services.bff.part_service",
+    "services.bff.tag_cache",
+    "services.bff.known_orders",
+    "services.bff.ports",
+    "services.bff.fetch_memo",
+    "services.bff.field_cut",
+    "services.bff.part_request",
+    "services.bff.admission",
+)
+
+
+def test_the_core_imports_no_http_framework():
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; import {', '.join(CORE)}; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiohttp', 'aiohttp_retry'}))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout.strip() == "[]"

@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.bff.admission import Admission
 from services.bff.known_orders import ParsedKnownOrder
 from services.bff.metrics import BffMetrics
-from services.bff.sources import OrderSourceClient
+from services.bff.ports import OrderSource
 from services.bff.tag_cache import StoredTags, TagCache
 from services.bff.wire import PolicyRule
 from shared.answer import (
@@ -83,11 +82,12 @@ class OrdersStateEngine:
     def __init__(
         self,
         policy: PollingPolicy,
-        sources: Mapping[str, OrderSourceClient],
+        sources: Mapping[str, OrderSource],
         tag_cache: TagCache,
         config: EngineConfig,
         metrics: BffMetrics,
-        admission: Admission,
+        *,
+        overload: Callable[[], float] = lambda: 1.0,
         rng: random.Random | None = None,
     ) -> None:
         self.policy = policy
@@ -95,7 +95,8 @@ class OrdersStateEngine:
         self.tag_cache = tag_cache
         self.config = config
         self.metrics = metrics
-        self.admission = admission
+        # how overloaded the process is now (the interval's factor); admission control's
+        self.overload = overload
         self.rng = rng or random.Random()
         self.force_budget = ForceBudget(config.force_per_order_per_minute)
 
@@ -233,12 +234,9 @@ class OrdersStateEngine:
         known: Sequence[ParsedKnownOrder],
         services: Sequence[str],
         headers: dict[str, str],
-        *,
-        admitted: bool = False,
     ) -> PollResult:
-        """Overloaded (503, Retry-After) past the cap of polls in progress, unless the request
-        was `admitted` by an earlier look."""
-        with self.admission.look(admitted=admitted), self.metrics.poll_look.time():
+        """One look: every queried source, then the tags of the orders they list."""
+        with self.metrics.poll_look.time():
             return await self._poll(known, services, headers)
 
     async def _poll(
@@ -299,7 +297,7 @@ class OrdersStateEngine:
         interval_ms = polling_interval_ms(
             [(o.service, o.status) for o in orders],
             degraded=degraded,
-            overload=self.admission.overload(),
+            overload=self.overload(),
             rng=self.rng,
             rules=self.config.interval,
         )

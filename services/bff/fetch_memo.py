@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from services.bff.part_upstream import Fetched
+from services.bff.ports import Fetched
 
 
 @dataclass(frozen=True)

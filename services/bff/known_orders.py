@@ -73,3 +73,20 @@ def queried_services(
     """The services in supported_services plus those of known_orders, first seen first."""
     # a dict keeps the first-seen order and makes each name one lookup: linear in the list
     return list(dict.fromkeys([*(supported or ()), *(k.order.service for k in known)]))
+
+
+def parse_poll(
+    limits: Limits,
+    known_orders: Sequence[dict[str, Any]],
+    supported: Sequence[str] | None,
+    *,
+    only_supported: bool = False,
+) -> tuple[list[ParsedKnownOrder], list[str]]:
+    """The known orders, validated, and the services the poll queries: those of
+    `supported` and of the known orders; with `only_supported` (launch) just `supported`,
+    and known orders of other services are ignored."""
+    known = parse_known_orders(known_orders, limits)
+    if only_supported:
+        services = queried_services(supported, [])
+        return [k for k in known if k.order.service in services], services
+    return known, queried_services(supported, known)

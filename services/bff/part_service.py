@@ -19,13 +19,7 @@ from services.bff.fetch_memo import FetchMemo, Remembered
 from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
-from services.bff.part_upstream import (
-    Fetched,
-    FetchOutcome,
-    PartUpstreamClient,
-    error_part,
-)
-from services.bff.sources import OrderSourceClient
+from services.bff.ports import Fetched, FetchOutcome, OrderSource, PartUpstream, error_part
 from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
@@ -71,9 +65,9 @@ class PartService:
         self,
         policy: PollingPolicy,
         tag_cache: TagCache,
-        upstreams: Mapping[str, PartUpstreamClient],
+        upstreams: Mapping[str, PartUpstream],
         metrics: BffMetrics,
-        sources: Mapping[str, OrderSourceClient],
+        sources: Mapping[str, OrderSource],
         *,
         coalesce: bool = True,
         degraded_memo: FetchMemo | None = None,

@@ -3,12 +3,8 @@ their calls, and the poll both orders/state and launch make."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
-from services.bff.keys import LIMITS
-from services.bff.known_orders import ParsedKnownOrder, parse_known_orders, queried_services
 from shared.errors import Unauthorized
 from shared.web import request_id
 from shared.wire import checked_user_id
@@ -40,20 +36,3 @@ def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:
     headers[USER_HEADER] = user_id
     headers["X-Request-Id"] = request_id(request)
     return headers
-
-
-def parse_poll(
-    request: web.Request,
-    known_orders: list[dict[str, Any]],
-    supported: list[str] | None,
-    *,
-    only_supported: bool = False,
-) -> tuple[list[ParsedKnownOrder], list[str]]:
-    """The known orders, validated, and the services the poll queries: those of
-    `supported` and of the known orders; with `only_supported` (launch) just `supported`,
-    and known orders of other services are ignored."""
-    known = parse_known_orders(known_orders, request.app[LIMITS])
-    if only_supported:
-        services = queried_services(supported, [])
-        return [k for k in known if k.order.service in services], services
-    return known, queried_services(supported, known)

@@ -1,14 +1,24 @@
-"""The resources both client-facing services open, each in its own `cleanup_ctx`: the HTTP
-session, the tag cache (order_tags behind its circuit), the engine with its order sources,
-and the part service (orders_state's part endpoints, launch's extended order info), which
-shares the same tag cache."""
+"""The resources both client-facing services open, one concern each, every one beside the
+`AppKey` it is shared under. `setup_bff` lists them in the order they need each other:
+
+    policy, metrics, limits  at app creation (a bad policy stops start-up)
+    HTTP session             shared.http
+    tag cache                order_tags behind its circuit     needs: HTTP session
+    order sources            one client per service            needs: HTTP session
+    admission                the cap of polls in progress
+    engine                   one look at sources and tags      needs: tag cache, sources,
+                                                                      admission
+    parts                    part endpoints, extended launch   needs: tag cache, sources
+
+A resource set up before one it needs fails start-up with a message naming both
+(`shared.web.needs`), not with a KeyError on the first request."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from aiohttp import web
 
@@ -16,20 +26,23 @@ from services.bff.admission import Admission
 from services.bff.config import LEGACY_PART_TYPE, BffSettings
 from services.bff.engine import EngineConfig, OrdersStateEngine
 from services.bff.fetch_memo import FetchMemo
-from services.bff.keys import BFF_METRICS, ENGINE, LIMITS, PARTS, POLICY, TAG_CACHE, TOTW
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
 from services.bff.part_service import PartService
-from services.bff.part_upstream import PartUpstreamClient
-from services.bff.sources import OrderSourceClient
+from services.bff.ports import OrderSource
 from services.bff.tag_cache import TagCache
+from services.bff.upstreams import OrderSourceClient, PartUpstreamClient
 from shared.errors import StartupError
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
 from shared.protocol.admission import AdaptiveLimit
 from shared.protocol.circuit import CircuitBreaker
-from shared.web import METRICS
+from shared.web import METRICS, CleanupContext, needs
+
+POLICY = web.AppKey("policy", PollingPolicy)
+BFF_METRICS = web.AppKey("bff_metrics", BffMetrics)
+LIMITS = web.AppKey("limits", Limits)
 
 
 def load_bff_policy(settings: BffSettings) -> PollingPolicy:
@@ -53,24 +66,18 @@ def part_upstream_urls(settings: BffSettings, policy: PollingPolicy) -> dict[str
     return urls
 
 
-def setup_bff(app: web.Application, settings: BffSettings) -> None:
-    """Load and check the policy now (a bad one stops start-up); open clients on startup."""
-    policy = load_bff_policy(settings)
-    protocol = settings.protocol
-    app[POLICY] = policy
-    app[BFF_METRICS] = BffMetrics(app[METRICS].registry)
-    app[LIMITS] = Limits(
-        max_known_orders=protocol.max_known_orders,
-        max_extra_fields=protocol.max_extra_fields,
-        max_extra_bytes=protocol.max_extra_bytes,
-    )
+TAG_CACHE = web.AppKey("tag_cache", TagCache)
 
-    async def tag_cache_ctx(app: web.Application) -> AsyncIterator[None]:
+
+def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
+    protocol = settings.protocol
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
         tags_client = OrderTagsClient(
             settings.order_tags_url,
             settings.service_token.get_secret_value(),
             deadline_s=protocol.tags_deadline_s,
-            session=app[HTTP_SESSION],
+            session=needs(app, HTTP_SESSION, "the tag cache"),
         )
         app[TAG_CACHE] = TagCache(
             tags_client,
@@ -80,20 +87,45 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
         yield
         await tags_client.close()
 
-    async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
-        sources = {
+    return ctx
+
+
+SOURCES = web.AppKey("sources", Mapping[str, OrderSource])
+
+
+def sources_ctx(settings: BffSettings) -> CleanupContext:
+    protocol = settings.protocol
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        session = needs(app, HTTP_SESSION, "the order sources")
+        clients = {
             service: OrderSourceClient(
                 service,
                 settings.upstreams.order_source_url(service) or "",
                 deadline_s=protocol.source_deadline_s,
-                session=app[HTTP_SESSION],
+                session=session,
                 protection=protocol.protection(
                     app[BFF_METRICS].upstream_event(f"source:{service}")
                 ),
             )
-            for service in policy.services
+            for service in app[POLICY].services
         }
-        admission = Admission(
+        app[SOURCES] = clients
+        yield
+        await asyncio.gather(*(client.close() for client in clients.values()))
+
+    return ctx
+
+
+ADMISSION = web.AppKey("admission", Admission)
+
+
+def admission_ctx(settings: BffSettings) -> CleanupContext:
+    """Admission control and the task that follows the event loop's lag to move its cap."""
+    protocol = settings.protocol
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        admission = app[ADMISSION] = Admission(
             AdaptiveLimit(
                 min_limit=protocol.min_polls_in_flight,
                 max_limit=protocol.max_polls_in_flight,
@@ -105,45 +137,69 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
             metrics=app[BFF_METRICS],
             rng=random.Random(),
         )
+        lag_watch = asyncio.create_task(admission.watch_loop_lag(protocol.admission_sample_s))
+        yield
+        lag_watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await lag_watch
+
+    return ctx
+
+
+ENGINE = web.AppKey("engine", OrdersStateEngine)
+
+
+def engine_ctx(settings: BffSettings) -> CleanupContext:
+    protocol = settings.protocol
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        policy = app[POLICY]
         app[ENGINE] = OrdersStateEngine(
             policy,
-            sources,
-            app[TAG_CACHE],
+            needs(app, SOURCES, "the engine"),
+            needs(app, TAG_CACHE, "the engine"),
             EngineConfig(
                 timings=protocol.timings(),
                 interval=protocol.interval_rules(policy),
                 force_per_order_per_minute=protocol.force_per_order_per_minute,
             ),
             app[BFF_METRICS],
-            admission,
+            overload=needs(app, ADMISSION, "the engine").overload,
         )
-        lag_watch = asyncio.create_task(admission.watch_loop_lag(protocol.admission_sample_s))
         yield
-        lag_watch.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await lag_watch
-        await asyncio.gather(*(source.close() for source in sources.values()))
 
-    urls = part_upstream_urls(settings, policy)
+    return ctx
 
-    async def parts_ctx(app: web.Application) -> AsyncIterator[None]:
+
+# the part machinery: orders_state's part endpoints, and launch's extended order info
+PARTS = web.AppKey("parts", PartService)
+# the legacy endpoint's upstream, passed through as it is
+TOTW = web.AppKey("totw", PartUpstreamClient)
+
+
+def parts_ctx(settings: BffSettings) -> CleanupContext:
+    protocol = settings.protocol
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        policy = app[POLICY]
+        session = needs(app, HTTP_SESSION, "the part upstreams")
         upstreams = {
             part_type: PartUpstreamClient(
                 url,
                 timeout_s=protocol.part_timeout_s,
                 deadline_s=protocol.part_deadline_s,
-                session=app[HTTP_SESSION],
+                session=session,
                 protection=protocol.protection(app[BFF_METRICS].upstream_event(part_type)),
             )
-            for part_type, url in urls.items()
+            for part_type, url in part_upstream_urls(settings, policy).items()
         }
         app[TOTW] = upstreams[LEGACY_PART_TYPE]
         app[PARTS] = PartService(
             policy,
-            app[TAG_CACHE],
+            needs(app, TAG_CACHE, "the part service"),
             upstreams,
             app[BFF_METRICS],
-            app[ENGINE].sources,
+            needs(app, SOURCES, "the part service"),
             coalesce=protocol.coalesce_part_fetches,
             degraded_memo=FetchMemo(
                 ttl_ms=protocol.timings().degraded_min_ttl_ms,
@@ -157,4 +213,29 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
 
-    app.cleanup_ctx.extend([http_session_ctx, tag_cache_ctx, engine_ctx, parts_ctx])
+    return ctx
+
+
+def setup_bff(app: web.Application, settings: BffSettings) -> None:
+    """Load and check the policy and the part upstreams now (a bad one stops start-up);
+    open the clients on startup, in the order they need each other."""
+    policy = load_bff_policy(settings)
+    part_upstream_urls(settings, policy)
+    protocol = settings.protocol
+    app[POLICY] = policy
+    app[BFF_METRICS] = BffMetrics(app[METRICS].registry)
+    app[LIMITS] = Limits(
+        max_known_orders=protocol.max_known_orders,
+        max_extra_fields=protocol.max_extra_fields,
+        max_extra_bytes=protocol.max_extra_bytes,
+    )
+    app.cleanup_ctx.extend(
+        [
+            http_session_ctx,
+            tag_cache_ctx(settings),
+            sources_ctx(settings),
+            admission_ctx(settings),
+            engine_ctx(settings),
+            parts_ctx(settings),
+        ]
+    )

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from services.bff.metrics import BffMetrics
+from services.bff.ports import TagStore
 from shared.errors import OrderTagsRejected, OrderTagsUnavailable
-from shared.order_tags_client import OrderTagsClient
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.need_request import CACHE_UP, CacheState
 from shared.wire import MAX_BATCH, OrderKey, OrderParts
@@ -27,7 +27,7 @@ def batched(items: Sequence[T], size: int) -> list[Sequence[T]]:
 class TagCache:
     def __init__(
         self,
-        client: OrderTagsClient,
+        client: TagStore,
         circuit: CircuitBreaker,
         metrics: BffMetrics,
         clock: Callable[[], float] = time.monotonic,

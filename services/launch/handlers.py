@@ -3,8 +3,9 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from services.bff.keys import ENGINE, PARTS, POLICY
-from services.bff.requests import parse_poll, require_user, upstream_headers
+from services.bff.known_orders import parse_poll
+from services.bff.requests import require_user, upstream_headers
+from services.bff.resources import ADMISSION, ENGINE, LIMITS, PARTS, POLICY
 from services.bff.wire import INTERVAL_HEADER, LaunchRequest, LaunchResponse, LaunchState
 from services.launch.extended import with_required_parts
 from shared.answer import encode_orders
@@ -17,14 +18,15 @@ _launch_request = msgspec.json.Decoder(LaunchRequest)
 async def launch(request: web.Request) -> web.Response:
     user_id = require_user(request)
     # a shed poll is refused before its body is read: the cheapest 503 there is
-    request.app[ENGINE].admission.check()
+    request.app[ADMISSION].check()
     body = await read_json(request, _launch_request)
     # launch queries only the services the client supports, and gives their policy
     known, services = parse_poll(
-        request, body.known_orders, body.supported_services, only_supported=True
+        request.app[LIMITS], body.known_orders, body.supported_services, only_supported=True
     )
     headers = upstream_headers(request, user_id)
-    result = await request.app[ENGINE].poll(known, services, headers)
+    with request.app[ADMISSION].look():
+        result = await request.app[ENGINE].poll(known, services, headers)
     orders = result.orders
     if EXTENDED_ORDER_INFO in body.supported:
         orders = await with_required_parts(orders, request.app[PARTS], request.app[POLICY], headers)

@@ -4,8 +4,7 @@ import logging
 
 from aiohttp import web
 
-from services.bff.keys import POLICY
-from services.bff.resources import setup_bff
+from services.bff.resources import POLICY, setup_bff
 from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.keys import MAX_PART_ORDERS

@@ -6,9 +6,10 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.bff.keys import ENGINE, PARTS, TOTW
+from services.bff.known_orders import parse_poll
 from services.bff.part_request import parse_part_request
-from services.bff.requests import parse_poll, require_user, upstream_headers
+from services.bff.requests import require_user, upstream_headers
+from services.bff.resources import ADMISSION, LIMITS, PARTS, TOTW
 from services.bff.wire import INTERVAL_HEADER, PartResponse, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS
 from services.orders_state.waiting.polls import WAIT_HEADER
@@ -26,9 +27,9 @@ _route_request = msgspec.json.Decoder(RouteRequest)
 async def orders_state(request: web.Request) -> web.Response:
     user_id = require_user(request)
     # a shed poll is refused before its body is read: the cheapest 503 there is
-    request.app[ENGINE].admission.check()
+    request.app[ADMISSION].check()
     body = await read_json(request, _state_request)
-    known, services = parse_poll(request, body.known_orders, body.supported_services)
+    known, services = parse_poll(request.app[LIMITS], body.known_orders, body.supported_services)
     answer = await request.app[WAITING].answer(
         known, services, upstream_headers(request, user_id), body.wait_ms
     )

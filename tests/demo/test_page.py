@@ -67,6 +67,7 @@ def emulator_post(stack: StackProcess, path: str) -> dict[str, Any]:
 def test_the_page_follows_orders_changes_and_faults_live(
     stack: StackProcess, browser: Any, tmp_path: Path
 ) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -77,9 +78,14 @@ def test_the_page_follows_orders_changes_and_faults_live(
         return next(c for c in cards() if c.get_attribute("data-key").startswith(f"{service}/"))
 
     def until(what: str, condition: Any, timeout_s: float = 15) -> Any:
-        return WebDriverWait(browser, timeout_s, poll_frequency=0.1).until(
-            lambda _: condition(), message=what
-        )
+        # each update rewrites a card's details: an element found a moment ago may be gone
+        # by the time it is read, so such a look is simply taken again
+        return WebDriverWait(
+            browser,
+            timeout_s,
+            poll_frequency=0.1,
+            ignored_exceptions=(StaleElementReferenceException,),
+        ).until(lambda _: condition(), message=what)
 
     browser.get(stack.url("demo"))
     until(

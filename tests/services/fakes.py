@@ -4,19 +4,16 @@ fast unit tests of the I/O around the protocol, each fake counting its calls."""
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from services.bff.admission import Admission
 from services.bff.metrics import BffMetrics
-from services.bff.part_upstream import Fetched, FetchOutcome
+from services.bff.ports import Fetched, FetchOutcome
 from services.bff.tag_cache import TagCache
 from shared import wire
 from shared.errors import OrderTagsRejected, OrderTagsUnavailable
-from shared.protocol.admission import AdaptiveLimit
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.tags import new_content_tag
@@ -76,19 +73,6 @@ def tag_cache(tags: FakeOrderTags) -> TagCache:
 
 def metrics() -> BffMetrics:
     return BffMetrics(CollectorRegistry())
-
-
-def admission(bff_metrics: BffMetrics, *, max_in_flight: int = 2000) -> Admission:
-    """Admission control with the defaults' bounds; its cap moves only when a test feeds it
-    lag samples."""
-    return Admission(
-        AdaptiveLimit(min_limit=20, max_limit=max_in_flight, lag_target_ms=10),
-        overload_in_flight=500,
-        overload_max_factor=4.0,
-        retry_after_base_s=2,
-        metrics=bff_metrics,
-        rng=random.Random(0),
-    )
 
 
 class FakeSource:

@@ -14,7 +14,8 @@ import pytest
 from aiohttp import web
 
 from shared.config import ServiceSettings
-from shared.web import METRICS, create_base_app, json_response, read_json
+from shared.errors import StartupError
+from shared.web import METRICS, create_base_app, json_response, needs, read_json
 from tests import raw_http
 from tests.apps import ServiceTestServer
 
@@ -182,3 +183,12 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_keepalive_timeo
     writer.close()
     assert answer.startswith(b"HTTP/1.1 200")
     assert time.monotonic() - started + 0.05 >= KEEPALIVE_S
+
+
+def test_a_resource_set_up_before_one_it_needs_stops_start_up_with_both_named():
+    app = web.Application()
+    needed = web.AppKey("tag_cache", int)
+    with pytest.raises(StartupError, match=r"the engine needs .*tag_cache.*not set up before"):
+        needs(app, needed, "the engine")
+    app[needed] = 7
+    assert needs(app, needed, "the engine") == 7

@@ -23,6 +23,7 @@ from enum import StrEnum
 
 from redis.exceptions import RedisError
 
+from services.bff.admission import Admission
 from services.bff.engine import OrdersStateEngine, PollResult
 from services.bff.known_orders import ParsedKnownOrder
 from services.orders_state.waiting.metrics import WaitingMetrics
@@ -76,12 +77,14 @@ class WaitingPolls:
     def __init__(
         self,
         engine: OrdersStateEngine,
+        admission: Admission,
         wakeups: TagWakeups | None,
         config: WaitingConfig,
         metrics: WaitingMetrics,
         rng: random.Random | None = None,
     ) -> None:
         self.engine = engine
+        self.admission = admission
         self.wakeups = wakeups
         self.config = config
         self.metrics = metrics
@@ -121,7 +124,8 @@ class WaitingPolls:
         wait_ms: int,
     ) -> WaitedAnswer:
         if wait_ms == 0:
-            return WaitedAnswer(await self.engine.poll(known, services, headers), None)
+            with self.admission.look():
+                return WaitedAnswer(await self.engine.poll(known, services, headers), None)
         try:
             answered = await self._answer(known, services, headers, wait_ms)
         except Overloaded:
@@ -149,7 +153,8 @@ class WaitingPolls:
             looks += 1
             # admission control sheds a request at its first look only: once admitted and
             # held, a poll is answered, however many polls a write wakes at once
-            return await self.engine.poll(known, services, headers, admitted=looks > 1)
+            with self.admission.look(admitted=looks > 1):
+                return await self.engine.poll(known, services, headers)
 
         def at_once(result: PollResult) -> WaitedAnswer:
             """The answer of a poll that will not wait (whatever the reason)."""

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from services.bff.keys import ENGINE
+from services.bff.resources import ADMISSION, ENGINE
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.polls import WaitingConfig, WaitingPolls
@@ -44,6 +44,7 @@ def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
             log.warning("no REDIS_URL or REDIS_CLUSTER_NODES: polls will not wait")
         app[WAITING] = WaitingPolls(
             engine,
+            needs(app, ADMISSION, "the waiting polls"),
             wakeups,
             WaitingConfig(
                 max_waiting=settings.max_waiting,

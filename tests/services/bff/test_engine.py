@@ -13,7 +13,7 @@ from shared.policy import load_policy
 from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
 from shared.wire import OrderKey
-from tests.services.fakes import FakeOrderTags, FakeSource, admission, metrics, tag_cache
+from tests.services.fakes import FakeOrderTags, FakeSource, metrics, tag_cache
 
 POLICY = load_policy()
 CONFIG = EngineConfig(
@@ -26,15 +26,8 @@ T1 = "2026-01-01T10:05:00.000Z"
 
 def engine(tags: FakeOrderTags, **sources: FakeSource) -> OrdersStateEngine:
     all_sources = {service: sources.get(service, FakeSource()) for service in POLICY.services}
-    bff_metrics = metrics()
     return OrdersStateEngine(
-        POLICY,
-        all_sources,  # type: ignore[arg-type]
-        tag_cache(tags),
-        CONFIG,
-        bff_metrics,
-        admission(bff_metrics),
-        rng=random.Random(0),
+        POLICY, all_sources, tag_cache(tags), CONFIG, metrics(), rng=random.Random(0)
     )
 
 

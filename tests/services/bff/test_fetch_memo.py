@@ -4,7 +4,7 @@ bytes, oldest out first."""
 from __future__ import annotations
 
 from services.bff.fetch_memo import FetchMemo, Remembered
-from services.bff.part_upstream import Fetched, FetchOutcome
+from services.bff.ports import Fetched, FetchOutcome
 
 
 def remembered(at_ms: int, size: int = 100) -> Remembered:

@@ -16,7 +16,7 @@ import redis
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
-from services.bff.keys import ENGINE
+from services.bff.resources import ADMISSION
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from tests.emulator_api import change, create_order_id, set_fault
@@ -123,7 +123,7 @@ async def test_the_cap_follows_the_event_loops_lag_down_to_its_floor_and_back_up
         admission_sample_s=0.01,
         source_deadline_s=5.0,
     )
-    admission = orders_state.server.app[ENGINE].admission
+    admission = orders_state.server.app[ADMISSION]
     await create_order_id(emulator, unique)
     await set_fault(emulator, "source:taxi", "slow", delay_ms=1500)
     # polls in progress (held by the slow source) reach the floor while the loop is on time

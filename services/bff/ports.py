@@ -1,0 +1,60 @@
+"""What the BFF's core (the poll engine, the part service, the tag cache) needs of the world
+outside it, as protocols; the HTTP clients that serve them are `services.bff.upstreams` and
+`shared.order_tags_client`. The core imports no HTTP library, so it is tested with fakes
+that count their calls and wired to real clients in `services.bff.resources`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from shared.upstream_wire import SourceResponse
+from shared.wire import OrderKey, OrderParts
+
+
+class FetchOutcome(StrEnum):
+    OK = "ok"
+    EXPIRED = "expired"  # the upstream does not know the order (for this user): it is gone
+    STALE = "stale"  # the upstream failed; the client keeps what it has and retries
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What one fetch from a part upstream came to."""
+
+    outcome: FetchOutcome
+    body: bytes | None = None
+
+
+def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
+    return {"orderid": orderid, "error": {"update_status": outcome.value}}
+
+
+class OrderSource(Protocol):
+    """One service's order source: the user's active orders and allowed_changes."""
+
+    service: str
+
+    async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
+        """None when the source is unavailable for this request (failed, late, garbage)."""
+        ...
+
+
+class PartUpstream(Protocol):
+    """The upstream of a part type (totw, eats details, taxiroute, ...)."""
+
+    async def fetch(self, body: Mapping[str, Any], headers: dict[str, str]) -> Fetched: ...
+
+
+class TagStore(Protocol):
+    """order_tags as the core uses it; raises shared.errors.OrderTagsUnavailable."""
+
+    async def get(
+        self, orders: Sequence[OrderKey], *, deadline_s: float | None = None
+    ) -> dict[OrderKey, dict[str, str] | None]: ...
+
+    async def create(
+        self, orders: Sequence[OrderParts], *, deadline_s: float | None = None
+    ) -> dict[OrderKey, dict[str, str]]: ...
