@@ -10,7 +10,8 @@ from typing import Any
 
 import aiohttp
 
-from client.client import ClientStats, VersionSeen
+from client.model import VersionSeen
+from client.transport import ClientStats
 
 FINAL_STATUSES = frozenset({"complete", "delivered"})
 

@@ -40,8 +40,9 @@ import redis.asyncio as aioredis
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
-from client.client import ClientOptions, ClientStats, MlutpClient
+from client.client import ClientOptions, MlutpClient
 from client.legacy import LegacyClient
+from client.transport import ClientStats
 from devtools.stack import Stack, free_ports_env
 
 HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")

@@ -16,7 +16,9 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from client.client import ClientOptions, MlutpClient, Replicas, route_interval_s
+from client.client import ClientOptions, MlutpClient
+from client.route import route_interval_s
+from client.transport import Replicas
 from services.launch.app import create_app as create_launch
 from services.launch.config import LaunchSettings
 from services.orders_state.app import create_app as create_orders_state

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from client.client import STATE_KEYS
+from client.model import STATE_KEYS
 from shared.answer import (
     ANSWER_FIELDS,
     ActualOrder,

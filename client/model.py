@@ -1,0 +1,150 @@
+"""The client's model of the protocol: the policy rules it holds, its orders and their parts,
+a user change on its way, and the view a UI renders. Data only; the behaviour is in the
+modules that use it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
+WAIT_HEADER = "X-Mlutp-Wait"
+# the server waited or had news: the next waiting poll may go out at once
+POLL_AGAIN_AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
+SUPPORTED_PART_TYPES = frozenset({"totw", "eats_full", "grocery_full", "taxiroute"})
+# keys of a state order that are not the source's brief fields
+STATE_KEYS = frozenset(
+    {
+        "orderid",
+        "service",
+        "status",
+        "tags",
+        "need_request",
+        "update_status",
+        "change_capabilities",
+        "parts",
+    }
+)
+ROUTE_STATUSES = frozenset({"driving", "waiting", "transporting"})
+# the user changes the app knows: feature → the field it writes; versioned or last-write-wins
+FEATURE_FIELDS = {"destination": "destinations", "comment": "comment", "tips": "tips"}
+LAST_WRITE_WINS = frozenset({"tips"})
+
+# (service, orderid, data version, unix time): a version of an order's data was seen
+VersionSeen = Callable[[str, str, int, float], None]
+OrderKey = tuple[str, str]
+# (service, orderid, part name)
+PartKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    service: str
+    part_name: str
+    url: str
+    fields: tuple[str, ...]
+    polling_type: str
+    part_type: str
+    priority: int
+    required: bool = False
+    static: bool = False
+
+    @property
+    def tag_defined(self) -> bool:
+        return self.polling_type == "tag_defined"
+
+
+@dataclass
+class Part:
+    tag: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    arrived: bool = False  # has arrived at least once
+    stale: bool = False  # the last fetch failed: the fields are old
+    failures: int = 0
+    retry_at: float = 0.0
+    fetched_at: float = 0.0
+
+
+@dataclass
+class PendingChange:
+    """A user change sent and not yet seen in a part: the order stays locked, shows the new
+    value, and is polled with force. `feature` None: a change made outside this client
+    (`user_changed`), known only by the version it returned."""
+
+    feature: str | None
+    value: Any
+    deadline: float
+    # versioned: the data version that shows it (or, after a conflict, the one to wait for
+    # before the single retry); last-write-wins: the request's idempotency key
+    version: int | None = None
+    idempotency_key: str | None = None
+    conflict: bool = False
+    retried: bool = False
+
+    @property
+    def field(self) -> str | None:
+        return FEATURE_FIELDS[self.feature] if self.feature is not None else None
+
+
+@dataclass
+class Order:
+    orderid: str
+    service: str
+    status: str
+    update_status: str = "actual"
+    # the source's brief fields (actual) or what we echo for ourselves (stale)
+    brief: dict[str, Any] = field(default_factory=dict)
+    parts: dict[str, Part] = field(default_factory=dict)
+    seen_version: int = 0
+    # a user change waits to be seen
+    pending_change: PendingChange | None = None
+    # kind of change → {"allowed": bool, "reason"?: str}, as the last answer said
+    change_capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> OrderKey:
+        return (self.service, self.orderid)
+
+    @property
+    def locked(self) -> bool:
+        """A user change is on its way: the UI keeps the order locked, polls with force."""
+        return self.pending_change is not None
+
+
+@dataclass(frozen=True)
+class OrderView:
+    """What a UI renders for one order."""
+
+    orderid: str
+    service: str
+    status: str
+    update_status: str  # "stale": show a loader
+    loading: bool  # required parts have not arrived yet
+    locked: bool  # a user change is not yet seen
+    data: dict[str, Any]
+    stale_fields: frozenset[str]
+    brief: dict[str, Any]
+    # what the user may change now; a stale order allows nothing
+    change_capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    parallel_requests: int = 4
+    max_orders_per_part_request: int = 3
+    fallback_interval_s: float = 2.0
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 30.0
+    # the route's own rule (`route_distance_depended`): poll it this often while the car is
+    # at most this far (m) from where it goes; farther, every `route_far_every_s`
+    route_every_s: tuple[tuple[int, float], ...] = ((500, 2.0), (2_000, 5.0), (10_000, 10.0))
+    route_far_every_s: float = 20.0
+    poll_route: bool = True
+    request_timeout_s: float = 5.0
+    # > 0: waiting polls (docs/protocol.md: Waiting poll); 0: plain polling at the interval
+    wait_ms: int = 0
+    # a user change not seen this long: last-write-wins is retried once, versioned fails
+    change_deadline_s: float = 15.0
+    # launch with the required parts inline: every order renders from the launch answer
+    extended_order_info: bool = True

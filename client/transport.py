@@ -1,0 +1,156 @@
+"""How the client reaches the server: the replicas of a service taken in turn, one request
+sent again at once elsewhere when a replica refused it, timeouts, and the request counters.
+It decides nothing of the protocol: what an answer means is the caller's."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0
+    bytes_received: int = 0
+    errors: int = 0
+    # answers with a 5xx status (counted among errors too)
+    server_errors: int = 0
+    poll_latencies: list[float] = field(default_factory=list)
+    part_requests: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One request's outcome: `status` 0 when there was no answer at all."""
+
+    status: int
+    # the answer's JSON object, on any status; None when it was none
+    body: dict[str, Any] | None
+    headers: Mapping[str, str]
+    elapsed_s: float
+    # the connection was refused or dropped (not slow): another replica may be asked
+    refused: bool = False
+
+    @property
+    def ok(self) -> dict[str, Any] | None:
+        """The JSON object of a 200, else None."""
+        return self.body if self.status == 200 else None
+
+
+def json_object(payload: bytes) -> dict[str, Any] | None:
+    """The JSON object of an answer, or None for anything else."""
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def retry_after_seconds(value: str, fallback_s: float) -> float:
+    """Retry-After in seconds (the services send whole seconds; an HTTP date is not used)."""
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return fallback_s
+
+
+class Replicas:
+    """The URLs of one service. A mobile app has one (its balancer); several are replicas
+    reached directly (as the load test runs them), taken in turn request by request, the way
+    a balancer does it: one that refused a connection is passed over for `down_s` (nginx's
+    `max_fails=1 fail_timeout`), and the request is sent again at once to the next."""
+
+    def __init__(self, urls: str | Sequence[str], down_s: float = 5.0) -> None:
+        listed = [urls] if isinstance(urls, str) else list(urls)
+        self.urls = [url.rstrip("/") for url in listed]
+        self.down_s = down_s
+        self._turn = itertools.count()
+        self._down_until: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self.urls)
+
+    def pick(self, avoid: str | None = None) -> str:
+        now = time.monotonic()
+        start = next(self._turn)
+        for step in range(len(self.urls)):
+            url = self.urls[(start + step) % len(self.urls)]
+            if url != avoid and self._down_until.get(url, 0.0) <= now:
+                return url
+        # every one is down (or the only one): ask in turn anyway
+        return self.urls[start % len(self.urls)]
+
+    def failed(self, url: str) -> None:
+        if len(self.urls) > 1:
+            self._down_until[url] = time.monotonic() + self.down_s
+
+
+class Transport:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        user_id: str,
+        user_agent: str,
+        timeout_s: float,
+        stats: ClientStats,
+    ) -> None:
+        self.session = session
+        self.headers = {"X-Yandex-UID": user_id, "User-Agent": user_agent}
+        self.timeout_s = timeout_s
+        self.stats = stats
+
+    async def post(
+        self,
+        replicas: Replicas,
+        path: str,
+        body: dict[str, Any],
+        *,
+        extra_timeout_s: float = 0,
+    ) -> Reply:
+        """POST to the next replica; one that refused is passed over and the request sent at
+        once to another (every request here is a read, so asking again is safe)."""
+        url = replicas.pick()
+        reply = await self.call(f"{url}{path}", body, extra_timeout_s=extra_timeout_s)
+        if reply.refused and len(replicas) > 1:
+            replicas.failed(url)
+            reply = await self.call(
+                f"{replicas.pick(avoid=url)}{path}", body, extra_timeout_s=extra_timeout_s
+            )
+        if reply.status and reply.ok is None:
+            # an answer that is no answer: a 4xx/5xx, or a 200 that is not a JSON object
+            self.stats.errors += 1
+            self.stats.server_errors += reply.status >= 500
+        return reply
+
+    async def call(self, url: str, body: dict[str, Any], *, extra_timeout_s: float = 0) -> Reply:
+        """One POST; only no answer at all counts as an error here (a feature's 409 is an
+        answer)."""
+        started = time.monotonic()
+        self.stats.requests += 1
+        try:
+            async with self.session.post(
+                url,
+                json=body,
+                headers=self.headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s),
+            ) as response:
+                payload = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self.stats.errors += 1
+            # refused or dropped, not slow: a timeout asked again elsewhere would double it
+            refused = isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(
+                exc, TimeoutError
+            )
+            return Reply(0, None, CIMultiDict(), time.monotonic() - started, refused=refused)
+        self.stats.bytes_received += len(payload)
+        return Reply(
+            response.status, json_object(payload), response.headers, time.monotonic() - started
+        )
