@@ -97,14 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also run N simulated clients and print a live summary",
     )
     loadtest = commands.add_parser("loadtest", help="the new scheme vs legacy polling, measured")
-    from devtools.loadtest import add_arguments
+    from devtools.loadtest.cli import add_arguments
 
     add_arguments(loadtest)
     args = parser.parse_args(argv)
     if args.command == "run":
         return asyncio.run(run_stack(args.ready_timeout, args.with_clients))
     if args.command == "loadtest":
-        from devtools.loadtest import main as loadtest_main
+        from devtools.loadtest.cli import main as loadtest_main
 
         return loadtest_main(args)
     return 2

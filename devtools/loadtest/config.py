@@ -1,0 +1,64 @@
+"""What a load test runs (`LoadtestConfig`) and what one phase measured (`PhaseResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")
+# the window in which the bound must hold at every moment
+PEAK_WINDOW_S = 5
+# changes this close to a phase's end may not be seen before it: left out of freshness
+FRESHNESS_CUTOFF_S = 12.0
+# the waiting clients' wait (mode mlutp_wait)
+WAIT_MS = 25_000
+
+
+@dataclass
+class LoadtestConfig:
+    clients: int = 100
+    duration_s: float = 60.0
+    warmup_s: float = 15.0
+    ios_share: float = 0.5
+    faults: tuple[str, ...] = ()
+    # the modes of the new scheme each fault is run in
+    fault_modes: tuple[str, ...] = ("mlutp", "mlutp_wait")
+    # run the fault-free waiting-poll phase too
+    with_wait: bool = True
+    time_scale: float = 1.0
+    out_dir: Path = Path("reports/loadtest")
+    progress: bool = True
+    seed: int = 1
+    # orders_state and launch processes; the new scheme's clients take them in turn
+    replicas: int = 1
+    # > 0: the tags on an embedded Redis Cluster of this many masters instead of one Redis
+    redis_cluster: int = 0
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    clients: int
+    seconds: float
+    active_order_minutes: float
+    heavy_calls: int
+    heavy_calls_per_order_minute: float
+    bytes_per_client_minute: float
+    requests: int
+    errors: int
+    poll_latency_ms: dict[str, float]
+    freshness_s: dict[str, float]
+    changes_measured: int
+    changes_unseen: int
+    timeline: list[dict[str, float]] = field(default_factory=list)
+    freshness_points: list[tuple[float, float]] = field(default_factory=list)
+    # orders/state and launch requests (parts not counted) per client-minute
+    polls_per_client_minute: float = 0.0
+    # the most heavy calls per order-minute in any 5-s window of the phase
+    peak_heavy_calls_per_order_minute: float = 0.0
+    server_errors: int = 0
+    fault: str | None = None
+    # seconds from the fault's end to the first second orders_state saw no failure
+    recovery_s: float | None = None
+    # requests each orders_state replica answered in the measured part (route by route)
+    requests_by_replica: list[float] = field(default_factory=list)

@@ -1,0 +1,131 @@
+"""The report of a load test: each phase against legacy (ratios), the summary table, and
+the plots (upstream load over time, freshness)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from devtools.loadtest.config import PhaseResult
+
+
+def _ratio(new: float, legacy: float) -> float | None:
+    """new ÷ legacy, or None when the legacy phase measured nothing to compare with."""
+    return round(new / legacy, 3) if legacy > 0 else None
+
+
+def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
+    legacy = phases["legacy"]
+    result: dict[str, float | None] = {}
+    for mode, prefix in (("mlutp", ""), ("mlutp_wait", "wait_")):
+        if mode not in phases:
+            continue
+        new = phases[mode]
+        result[f"{prefix}heavy_calls_per_order_minute"] = _ratio(
+            new.heavy_calls_per_order_minute, legacy.heavy_calls_per_order_minute
+        )
+        result[f"{prefix}bytes_per_client_minute"] = _ratio(
+            new.bytes_per_client_minute, legacy.bytes_per_client_minute
+        )
+        result[f"{prefix}freshness_p95"] = _ratio(new.freshness_s["p95"], legacy.freshness_s["p95"])
+    for name in ("mlutp_redis_down", "mlutp_wait_redis_down"):
+        if name in phases:
+            result[f"{name.removeprefix('mlutp_')}_heavy_calls_per_order_minute"] = _ratio(
+                phases[name].heavy_calls_per_order_minute, legacy.heavy_calls_per_order_minute
+            )
+    # every phase's worst 5-s window against the legacy rate: at most 1 at every moment
+    for name, phase in phases.items():
+        if name != "legacy":
+            result[f"{name}_peak_5s"] = _ratio(
+                phase.peak_heavy_calls_per_order_minute, legacy.heavy_calls_per_order_minute
+            )
+    return result
+
+
+def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]) -> str:
+    header = (
+        f"{'phase':<24}{'heavy/order-min':>16}{'bytes/client-min':>18}{'fresh p50':>11}"
+        f"{'p95':>8}{'p99':>8}{'poll p50 ms':>13}{'p99 ms':>9}{'polls/cl-min':>14}"
+        f"{'errors':>8}{'5xx':>6}{'peak 5s':>9}{'recovery s':>12}"
+    )
+    lines = [header, "-" * len(header)]
+    for phase in phases.values():
+        lines.append(
+            f"{phase.name:<24}{phase.heavy_calls_per_order_minute:>16.2f}"
+            f"{phase.bytes_per_client_minute:>18.0f}{phase.freshness_s['p50']:>11.2f}"
+            f"{phase.freshness_s['p95']:>8.2f}{phase.freshness_s['p99']:>8.2f}"
+            f"{phase.poll_latency_ms['p50']:>13.1f}{phase.poll_latency_ms['p99']:>9.1f}"
+            f"{phase.polls_per_client_minute:>14.2f}{phase.errors:>8}"
+            f"{phase.server_errors:>6}{phase.peak_heavy_calls_per_order_minute:>9.2f}"
+            f"{'' if phase.recovery_s is None else f'{phase.recovery_s:.0f}':>12}"
+        )
+    lines.append("")
+    goals = {
+        "heavy_calls_per_order_minute": "goal <= 0.2",
+        "bytes_per_client_minute": "goal <= 0.1",
+        "freshness_p95": "goal <= 1.0",
+        "wait_heavy_calls_per_order_minute": "goal <= the mlutp figure",
+        "wait_bytes_per_client_minute": "goal <= 0.05",
+        "wait_freshness_p95": "absolute goal: p95 <= 1.0 s, p50 <= 0.3 s",
+        "redis_down_heavy_calls_per_order_minute": "goal <= 1.0",
+        "wait_redis_down_heavy_calls_per_order_minute": "goal <= 1.0",
+    }
+    for key, value in ratio.items():
+        shown = f"{value:>7.3f}" if value is not None else "    n/a"
+        goal = goals.get(key, "goal <= 1.0: the legacy rate, in the worst 5-s window")
+        lines.append(f"new / legacy {key:<42} {shown}   ({goal})")
+    return "\n".join(lines)
+
+
+def write_plots(phases: dict[str, PhaseResult], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def plot(name: str, title: str, xlabel: str, ylabel: str, draw: Callable[[Any], bool]) -> str:
+        figure, axis = plt.subplots(figsize=(9, 4.5))
+        if draw(axis):  # True when something labelled was drawn
+            axis.legend()
+        axis.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        figure.tight_layout()
+        figure.savefig(out_dir / name, dpi=100)
+        plt.close(figure)
+        return name
+
+    def upstream_load(axis: Any) -> bool:
+        for phase in phases.values():
+            xs = [p["t"] for p in phase.timeline]
+            ys = [p["heavy_calls"] / max(p["active_orders"], 1) * 60 for p in phase.timeline]
+            axis.plot(xs, ys, label=phase.name, linewidth=1)
+        return bool(phases)
+
+    def freshness(axis: Any) -> bool:
+        drawn = [phase for phase in phases.values() if phase.freshness_points]
+        for phase in drawn:
+            axis.scatter(
+                [at for at, _ in phase.freshness_points],
+                [delay for _, delay in phase.freshness_points],
+                s=4,
+                alpha=0.5,
+                label=phase.name,
+            )
+        return bool(drawn)
+
+    return [
+        plot(
+            "upstream_load.png",
+            "Upstream load (totw + details)",
+            "seconds into the measured phase",
+            "heavy upstream calls per order-minute",
+            upstream_load,
+        ),
+        plot(
+            "freshness.png",
+            "Freshness",
+            "time of the data change, seconds into the phase",
+            "seconds until the client held it",
+            freshness,
+        ),
+    ]
