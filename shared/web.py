@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from shared import wire
+from shared.aiohttp_internals import newest_request_body, parsed_request_count
 from shared.config import ServiceSettings
 from shared.errors import DomainError, PayloadTooLarge, RequestTimeout, StartupError
 from shared.logs import request_id_var, setup_logging
@@ -221,13 +222,15 @@ class ServiceRequestHandler(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._read_deadline is None and data and self._read_timeout_s > 0:
             # the first bytes of a request: all of it must be here in time
-            self._read_deadline = self._loop.call_later(self._read_timeout_s, self._read_late)
+            self._read_deadline = asyncio.get_running_loop().call_later(
+                self._read_timeout_s, self._read_late
+            )
             self._receiving = None
-        queued = len(self._messages)
+        queued = parsed_request_count(self)
         super().data_received(data)
-        if len(self._messages) > queued:
-            # aiohttp's queue of parsed requests (private): the newest is the one arriving
-            self._receiving = self._messages[-1][1]
+        if parsed_request_count(self) > queued:
+            # a request's headers have arrived: its body is the one arriving now
+            self._receiving = newest_request_body(self)
         if (
             self._read_deadline is not None
             and self._receiving is not None
@@ -284,8 +287,14 @@ class ServiceRequestHandler(web.RequestHandler):
 
 
 class ServiceServer(web.Server):
+    """A server whose connections are ServiceRequestHandlers."""
+
+    def __init__(self, *args: Any, handler_kwargs: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handler_kwargs = handler_kwargs
+
     def __call__(self) -> web.RequestHandler:
-        return ServiceRequestHandler(self, loop=self._loop, **self._kwargs)
+        return ServiceRequestHandler(self, loop=asyncio.get_running_loop(), **self.handler_kwargs)
 
 
 class ServiceRunner(web.AppRunner):
@@ -297,22 +306,28 @@ class ServiceRunner(web.AppRunner):
         if limits is not None:
             kwargs.setdefault("keepalive_timeout", limits.keepalive_timeout_s)
         super().__init__(app, **kwargs)
-        self._server_kwargs = {
-            k: v for k, v in kwargs.items() if k not in ("handle_signals", "shutdown_timeout")
+        # what each connection's handler is made with (the runner's and the server's own
+        # arguments left out)
+        self.handler_kwargs = {
+            k: v
+            for k, v in kwargs.items()
+            if k not in ("handle_signals", "shutdown_timeout", "handler_cancellation")
         }
         if limits is not None:
-            self._server_kwargs["read_timeout_s"] = limits.request_read_timeout_s
+            self.handler_kwargs["read_timeout_s"] = limits.request_read_timeout_s
         if METRICS in app:
-            self._server_kwargs["on_slow_request"] = lambda missing: (
+            self.handler_kwargs["on_slow_request"] = lambda missing: (
                 app[METRICS].slow_requests.labels(missing).inc()
             )
 
     async def _make_server(self) -> web.Server:
+        # BaseRunner's hook for the server it runs (shared.aiohttp_internals)
         stock = await super()._make_server()
         return ServiceServer(
             stock.request_handler,
             request_factory=stock.request_factory,
-            **self._server_kwargs,
+            handler_cancellation=stock.handler_cancellation,
+            handler_kwargs=self.handler_kwargs,
         )
 
 
