@@ -132,3 +132,20 @@ def test_the_core_imports_no_http_framework():
         check=True,
     )
     assert imported.stdout.strip() == "[]"
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/helpers.py (and the other non-test modules of tests/),
+    fixtures in the conftest files: a test module is never imported."""
+    crossings = []
+    for module in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text(), str(module))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_"):
+                    crossings.append(f"{module.relative_to(ROOT)} imports {name}")
+    assert crossings == []

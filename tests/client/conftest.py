@@ -14,7 +14,7 @@ from services.launch.app import create_app as create_launch
 from services.launch.config import LaunchSettings
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
-from tests.services.conftest import bff_kwargs, protocol_for_tests
+from tests.helpers import bff_kwargs, protocol_for_tests
 
 # no min TTL: a test sees a change on the next cycle without waiting
 NO_MIN_TTL = protocol_for_tests(min_ttl_s=0)

@@ -26,18 +26,16 @@ from services.orders_state.config import OrdersStateSettings
 from shared.policy import DEFAULT_POLICY_PATH
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, set_fault, stats, totw
-from tests.services.conftest import POLICY, bff_kwargs, protocol_for_tests
-
-TAXI_FIELDS = [f for r in POLICY.services["taxi"].rules if r.tag_defined for f in r.fields]
+from tests.helpers import (
+    bff_kwargs,
+    cut,
+    protocol_for_tests,
+)
 
 
 async def totw_calls(emulator: TestClient) -> int:
     calls: int = (await stats(emulator))["calls"].get("totw", 0)
     return calls
-
-
-def cut(doc: dict[str, Any]) -> dict[str, Any]:
-    return {name: doc[name] for name in TAXI_FIELDS if name in doc}
 
 
 async def test_a_client_sees_every_change_of_a_lifecycle(

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from client.client import ClientOptions, MlutpClient
 from devtools.stack import STACK, Stack, free_ports_env
 from shared.redis import tags_key
-from tests.client.test_client import cut
+from tests.helpers import cut
 
 REPLICAS = 2
 UID = "X-Yandex-UID"

@@ -11,17 +11,15 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import AliasChoices
-from pydantic_settings import BaseSettings
 
 from devtools.stack import REPLICABLE, STACK
 from services.bff.config import ProtocolSettings
 from shared.config import ServiceSettings
 from shared.protocol.waiting import longest_poll_s
 from tests.apps import SETTINGS_CLASSES
+from tests.helpers import COMMON_ENV, env_names
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMON_ENV = {"LOG_LEVEL", "LOG_JSON"}
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 HAPROXY_CFG = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
 BY_MODULE = {service.module: service for service in STACK}
@@ -60,24 +58,6 @@ def seconds(value: str) -> float:
         if value.endswith(unit) and value[: -len(unit)].isdigit():
             return int(value[: -len(unit)]) * factor
     return int(value) / 1000  # HAProxy's default unit is the millisecond
-
-
-def env_names(settings_class: type[BaseSettings]) -> set[str]:
-    """Every environment variable a settings class reads, nested settings included."""
-    prefix = settings_class.model_config.get("env_prefix", "")
-    names: set[str] = set()
-    for name, field in settings_class.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
-            names |= env_names(annotation)
-            continue
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            names |= {c for c in alias.choices if isinstance(c, str) and c.isupper()}
-        elif isinstance(alias, str):
-            names.add(alias)
-        names.add(f"{prefix}{name}".upper())
-    return names
 
 
 def test_compose_runs_every_stack_service_with_known_variables() -> None:

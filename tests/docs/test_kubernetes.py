@@ -19,7 +19,7 @@ from devtools.stack import STACK
 from services.bff.config import ProtocolSettings
 from shared.protocol.waiting import longest_poll_s
 from tests.apps import SETTINGS_CLASSES
-from tests.docs.test_deployment import COMMON_ENV, env_names
+from tests.helpers import COMMON_ENV, env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"

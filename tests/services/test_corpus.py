@@ -29,7 +29,7 @@ from tests import raw_http
 from tests.apps import ServiceTestServer
 from tests.conftest import TEST_TOKEN, emulator_settings, report_statuses
 from tests.emulator_api import create_order
-from tests.services.conftest import bff_kwargs
+from tests.helpers import bff_kwargs
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_FILE = ROOT / "tests" / "data" / "bad_requests.json"

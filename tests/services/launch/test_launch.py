@@ -7,8 +7,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from tests.emulator_api import create_order_id, set_fault, stats, totw
-from tests.services.conftest import POLICY, poll
-from tests.services.orders_state.test_poll import all_tags
+from tests.helpers import POLICY, all_tags, poll
 
 
 async def test_launch_without_known_orders_lists_orders_and_the_policy(

@@ -17,7 +17,7 @@ from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from tests.conftest import TEST_TOKEN
 from tests.emulator_api import create_order_id
-from tests.services.conftest import bff_kwargs, client_tag, poll
+from tests.helpers import bff_kwargs, client_tag, poll
 
 
 @pytest.fixture

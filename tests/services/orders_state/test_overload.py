@@ -8,35 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
-import pytest
 import redis
 from aiohttp import ClientResponse
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from services.bff.resources import ADMISSION
-from services.orders_state.app import create_app as create_orders_state
-from services.orders_state.config import OrdersStateSettings
 from tests.emulator_api import change, create_order_id, set_fault
-from tests.services.conftest import bff_kwargs, poll, protocol_for_tests
-from tests.services.orders_state.test_poll import all_tags, poll_one
+from tests.helpers import MakeApp, all_tags, poll, poll_one
 
 FORCE_BUDGET = 2
-
-
-@pytest.fixture
-async def orders_state_with(
-    aiohttp_client: Callable[..., Awaitable[TestClient]],
-    order_tags_server: TestServer,
-    emulator_server: TestServer,
-) -> Callable[..., Awaitable[TestClient]]:
-    async def start(**protocol: Any) -> TestClient:
-        kwargs = bff_kwargs(order_tags_server, emulator_server, protocol_for_tests(**protocol))
-        return await aiohttp_client(create_orders_state(OrdersStateSettings(**kwargs)))
-
-    return start
 
 
 async def poll_taxi(orders_state: TestClient, user: str) -> ClientResponse:
@@ -49,12 +30,12 @@ async def poll_taxi(orders_state: TestClient, user: str) -> ClientResponse:
 
 
 async def test_force_beyond_the_orders_budget_is_treated_as_absent(
-    orders_state_with: Callable[..., Awaitable[TestClient]],
+    make_orders_state: MakeApp,
     emulator: TestClient,
     unique: str,
     redis_sync: redis.Redis,
 ):
-    orders_state = await orders_state_with(force_per_order_per_minute=FORCE_BUDGET)
+    orders_state = await make_orders_state(protocol=dict(force_per_order_per_minute=FORCE_BUDGET))
     orderid = await create_order_id(emulator, unique)
     fresh = all_tags(redis_sync, orderid)  # younger than the min TTL
     await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
@@ -79,13 +60,13 @@ async def test_force_beyond_the_orders_budget_is_treated_as_absent(
 
 
 async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_after_at_once(
-    orders_state_with: Callable[..., Awaitable[TestClient]],
+    make_orders_state: MakeApp,
     emulator: TestClient,
     unique: str,
     upstream_received: dict[str, asyncio.Event],
 ):
-    orders_state = await orders_state_with(
-        max_polls_in_flight=1, overload_in_flight=1, source_deadline_s=5.0
+    orders_state = await make_orders_state(
+        protocol=dict(max_polls_in_flight=1, overload_in_flight=1, source_deadline_s=5.0)
     )
     await create_order_id(emulator, unique)
     # the taxi source holds its answer: the first poll stays in progress until it answers
@@ -112,16 +93,18 @@ async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_afte
 
 
 async def test_the_cap_follows_the_event_loops_lag_down_to_its_floor_and_back_up(
-    orders_state_with: Callable[..., Awaitable[TestClient]],
+    make_orders_state: MakeApp,
     emulator: TestClient,
     unique: str,
     upstream_received: dict[str, asyncio.Event],
 ):
-    orders_state = await orders_state_with(
-        min_polls_in_flight=3,
-        max_polls_in_flight=50,
-        admission_sample_s=0.01,
-        source_deadline_s=5.0,
+    orders_state = await make_orders_state(
+        protocol=dict(
+            min_polls_in_flight=3,
+            max_polls_in_flight=50,
+            admission_sample_s=0.01,
+            source_deadline_s=5.0,
+        )
     )
     admission = orders_state.server.app[ADMISSION]
     await create_order_id(emulator, unique)

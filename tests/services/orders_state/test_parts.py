@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 from shared.protocol.tags import decode_tag
 from shared.redis import tags_key
 from tests.emulator_api import calls, change, create_order_id, set_fault, stats, totw
-from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, poll
+from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, poll
 
 FAST = "/mlutp/v1/taxi/fast_info"
 ROUTE = "/mlutp/v1/taxi/route"

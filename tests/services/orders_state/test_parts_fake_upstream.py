@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from services.bff.config import UpstreamSettings
 from services.orders_state.app import create_app
 from services.orders_state.config import OrdersStateSettings
-from tests.services.conftest import bff_kwargs, protocol_for_tests
+from tests.helpers import bff_kwargs, protocol_for_tests
 
 TIMEOUT_S, DEADLINE_S = 0.2, 0.5
 FAST = "/mlutp/v1/taxi/fast_info"

@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 from aiohttp.test_utils import TestClient
 
 from services.bff.wire import MAX_SUPPORTED_SERVICES
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
-from tests.services.conftest import DEPRECATED_TAXI_VERSION, POLICY, client_tag, poll
-
-TAXI_TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
-
-
-def all_tags(redis_sync: redis.Redis, orderid: str, service: str = "taxi", age_ms: int = 0) -> dict:
-    """Client tags for every tag_defined part, as if fetched now with the stored contents."""
-    stored = redis_sync.hgetall(tags_key(service, orderid))
-    parts = TAXI_TAG_DEFINED if service == "taxi" else ["full_info"]
-    return {part: client_tag(service, stored.get(part), age_ms) for part in parts}
-
-
-async def poll_one(
-    orders_state: TestClient, user: str, orderid: str, tags: dict[str, str], **extra: Any
-) -> dict[str, Any]:
-    """Poll with one known taxi order and these client tags."""
-    known = {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags, **extra}
-    _, body, _ = await poll(orders_state, user, {"known_orders": [known]})
-    return body
+from tests.helpers import (
+    DEPRECATED_TAXI_VERSION,
+    POLICY,
+    TAXI_TAG_DEFINED,
+    all_tags,
+    client_tag,
+    poll,
+    poll_one,
+)
 
 
 async def test_a_new_order_needs_every_tag_defined_part_by_priority(

@@ -6,7 +6,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from tests.emulator_api import create_order_id, set_fault, stats
-from tests.services.conftest import POLICY, poll
+from tests.helpers import POLICY, poll
 
 
 async def shown_orders(orders_state: TestClient, user: str) -> list[dict]:

@@ -5,15 +5,12 @@ made), one probe at a time closes it again, and retries stay within the retry bu
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from services.orders_state.app import create_app as create_orders_state
-from services.orders_state.config import OrdersStateSettings
 from tests.emulator_api import calls, create_order_id, set_fault
-from tests.services.conftest import bff_kwargs, protocol_for_tests
+from tests.helpers import MakeApp
 
 FAST = "/mlutp/v1/taxi/fast_info"
 FAILURES_TO_OPEN = 10
@@ -21,21 +18,17 @@ OPEN_S = 0.5
 
 
 @pytest.fixture
-async def protected(
-    aiohttp_client: Callable[..., Awaitable[TestClient]],
-    order_tags_server: TestServer,
-    emulator_server: TestServer,
-) -> TestClient:
-    protocol = protocol_for_tests(
-        upstream_circuit_failures=FAILURES_TO_OPEN,
-        upstream_circuit_open_s=OPEN_S,
-        retry_budget_ratio=0.2,
-        retry_budget_min=3,
-        # every request of one order reaches the upstream: no recent fetch answers a repeat
-        recent_memo_bytes=0,
+async def protected(make_orders_state: MakeApp) -> TestClient:
+    return await make_orders_state(
+        protocol={
+            "upstream_circuit_failures": FAILURES_TO_OPEN,
+            "upstream_circuit_open_s": OPEN_S,
+            "retry_budget_ratio": 0.2,
+            "retry_budget_min": 3,
+            # every request of one order reaches the upstream: no recent fetch answers a repeat
+            "recent_memo_bytes": 0,
+        }
     )
-    settings = OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server, protocol))
-    return await aiohttp_client(create_orders_state(settings))
 
 
 async def fetch_fast(client: TestClient, user: str, orderid: str) -> dict:
@@ -80,21 +73,17 @@ async def test_a_client_retrying_every_poll_cannot_multiply_load_on_a_failing_to
 
 
 async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
-    aiohttp_client: Callable[..., Awaitable[TestClient]],
-    order_tags_server: TestServer,
-    emulator_server: TestServer,
-    emulator: TestClient,
-    unique: str,
+    make_orders_state: MakeApp, emulator: TestClient, unique: str
 ):
     # a circuit that never opens here, to see the budget alone
-    protocol = protocol_for_tests(
-        upstream_circuit_failures=10_000,
-        retry_budget_ratio=0.2,
-        retry_budget_min=3,
-        recent_memo_bytes=0,
+    client = await make_orders_state(
+        protocol={
+            "upstream_circuit_failures": 10_000,
+            "retry_budget_ratio": 0.2,
+            "retry_budget_min": 3,
+            "recent_memo_bytes": 0,
+        }
     )
-    settings = OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server, protocol))
-    client = await aiohttp_client(create_orders_state(settings))
     orderid = await create_order_id(emulator, unique, status="driving")
     await set_fault(emulator, "totw", "error500")
     before = await calls(emulator, "totw")

@@ -17,77 +17,39 @@ import redis
 from aiohttp.test_utils import TestClient, TestServer
 
 from client.client import ClientOptions, MlutpClient
-from emulator.app import create_app as create_emulator
-from services.order_tags.app import create_app as create_order_tags
-from services.order_tags.config import OrderTagsSettings
-from services.orders_state.app import create_app
-from services.orders_state.config import OrdersStateSettings
-from services.orders_state.waiting.setup import WAITING
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.waiting import MAX_WAIT_MS
 from shared.redis import tags_key
-from tests.conftest import TEST_TOKEN, emulator_settings
 from tests.emulator_api import advance, change, create_order_id
-from tests.services.conftest import bff_kwargs, client_tag, protocol_for_tests
-from tests.services.orders_state.test_poll import all_tags
+from tests.helpers import (
+    STATE,
+    all_tags,
+    caught_up,
+    client_tag,
+    held,
+    poll_order,
+    stack_on,
+)
 
-STATE = "/mlutp/v1/orders/state"
 MakeOrdersState = Callable[..., Awaitable[TestClient]]
 
 
 @pytest.fixture
-def make_orders_state(
-    aiohttp_client: Callable[..., Awaitable[TestClient]],
-    order_tags_server: TestServer,
-    emulator_server: TestServer,
-    redis_settings: RedisSettings,
+def make_waiting_state(
+    make_orders_state: MakeOrdersState, redis_settings: RedisSettings
 ) -> MakeOrdersState:
+    """orders_state on the session's Redis: its polls can wait."""
+
     async def make(**settings: Any) -> TestClient:
-        protocol = protocol_for_tests(**settings.pop("protocol", {}))
-        values = {
-            **bff_kwargs(order_tags_server, emulator_server, protocol),
-            "redis": redis_settings,
-            **settings,
-        }
-        return await aiohttp_client(create_app(OrdersStateSettings(**values)))
+        return await make_orders_state(**{"redis": redis_settings, **settings})
 
     return make
 
 
 @pytest.fixture
-async def waiting_state(make_orders_state: MakeOrdersState) -> TestClient:
-    return await make_orders_state()
-
-
-async def state(
-    client: TestClient, user: str, orderid: str, tags: dict[str, str], **extra: Any
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """One poll with one known taxi order (status driving); the order and the headers."""
-    known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
-    body = {"known_orders": [{**known, **extra.pop("known", {})}], **extra}
-    resp = await client.post(STATE, json=body, headers={"X-Yandex-UID": user})
-    assert resp.status == 200, await resp.text()
-    [order] = (await resp.json())["orders"]
-    return order, dict(resp.headers)
-
-
-async def held(client: TestClient, waiting: asyncio.Task[Any], count: int = 1) -> None:
-    """Until the server holds `count` polls; fails if the poll was answered instead."""
-    async with asyncio.timeout(10):
-        await asyncio.wait(
-            [asyncio.ensure_future(client.app[WAITING].until_held(count)), waiting],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-    assert not waiting.done(), f"answered instead of held: {waiting.result()}"
-
-
-async def caught_up(
-    emulator: TestClient, redis_sync: redis.Redis, user: str
-) -> tuple[str, dict[str, str]]:
-    """A driving order and client tags of everything as stored: a poll with them has no news."""
-    orderid = await create_order_id(emulator, user, status="driving")
-    return orderid, all_tags(redis_sync, orderid, age_ms=60_000)
+async def waiting_state(make_waiting_state: MakeOrdersState) -> TestClient:
+    return await make_waiting_state()
 
 
 async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
@@ -95,7 +57,7 @@ async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     started = time.monotonic()
-    waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=20_000))
+    waiting = asyncio.create_task(poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000))
     await held(waiting_state, waiting)
     assert not waiting.done()
     await change(emulator, "taxi", orderid, {"comment": "by the gate"})
@@ -106,15 +68,15 @@ async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
 
 
 async def test_a_burst_of_writes_to_an_order_comes_as_one_answer(
-    make_orders_state: MakeOrdersState,
+    make_waiting_state: MakeOrdersState,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
 ):
     # a settle window far longer than two back-to-back writes take, on any machine
-    client = await make_orders_state(wakeup_settle_s=2.0)
+    client = await make_waiting_state(wakeup_settle_s=2.0)
     orderid, tags = await caught_up(emulator, redis_sync, unique)
-    waiting = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
+    waiting = asyncio.create_task(poll_order(client, unique, orderid, tags, wait_ms=20_000))
     await held(client, waiting)
     await change(emulator, "taxi", orderid, {"comment": "by the gate"})  # wakes the poll
     # the burst's second write comes a moment later: the spread of a burst is time itself
@@ -133,7 +95,7 @@ async def test_with_no_news_the_answer_comes_when_the_wait_ends(
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     started = time.monotonic()
-    order, headers = await state(waiting_state, unique, orderid, tags, wait_ms=400)
+    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=400)
     elapsed = time.monotonic() - started
     assert order["need_request"] == [] and order["status"] == "driving"
     assert order["update_status"] == "actual"
@@ -157,7 +119,9 @@ async def test_a_poll_with_news_answers_at_once(
     known: dict[str, Any],
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
-    _, headers = await state(waiting_state, unique, orderid, tags, known=known, wait_ms=MAX_WAIT_MS)
+    _, headers = await poll_order(
+        waiting_state, unique, orderid, tags, known=known, wait_ms=MAX_WAIT_MS
+    )
     assert headers["X-Mlutp-Wait"] == "news", news
 
 
@@ -182,7 +146,7 @@ async def test_a_lost_wake_up_costs_one_wait_never_the_change(
     waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
-    waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=600))
+    waiting = asyncio.create_task(poll_order(waiting_state, unique, orderid, tags, wait_ms=600))
     await held(waiting_state, waiting)
     # a write that publishes nothing: the wake-up is lost
     redis_sync.hset(tags_key("taxi", orderid), "chat", "changed-silently")
@@ -190,7 +154,7 @@ async def test_a_lost_wake_up_costs_one_wait_never_the_change(
     assert headers["X-Mlutp-Wait"] == "timeout"
     assert order["need_request"] == []  # the wait's answer is its last look
     # the next poll (the client sends it at once after a timeout) sees it by its tags
-    order, headers = await state(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000)
     assert headers["X-Mlutp-Wait"] == "news"
     assert order["need_request"] == ["chat"]
 
@@ -200,7 +164,7 @@ async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     started = time.monotonic()
-    waiting = asyncio.create_task(state(waiting_state, unique, orderid, tags, wait_ms=20_000))
+    waiting = asyncio.create_task(poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000))
     await held(waiting_state, waiting)
     redis_sync.client_kill_filter(_type="pubsub")
     order, headers = await waiting
@@ -208,45 +172,45 @@ async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
     assert time.monotonic() - started < 10
     # a change made while the connection was down is seen by the next poll's tags
     await change(emulator, "taxi", orderid, {"comment": "while nobody listened"})
-    order, _ = await state(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    order, _ = await poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000)
     assert "rarely_changed" in order["need_request"]
 
 
 async def test_a_change_held_by_the_min_ttl_is_answered_once_the_ttl_has_passed(
-    make_orders_state: MakeOrdersState,
+    make_waiting_state: MakeOrdersState,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
 ):
-    client = await make_orders_state(protocol={"min_ttl_s": 1.0})
+    client = await make_waiting_state(protocol={"min_ttl_s": 1.0})
     orderid = await create_order_id(emulator, unique, status="driving")
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
     tags["fast_info"] = client_tag("taxi", "an-older-content", age_ms=0)  # fetched just now
     started = time.monotonic()
-    order, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
+    order, headers = await poll_order(client, unique, orderid, tags, wait_ms=20_000)
     assert order["need_request"] == ["fast_info"]
     assert headers["X-Mlutp-Wait"] == "wakeup"
     assert 1.0 <= time.monotonic() - started < 10
     # force skips the min TTL: news at once
     tags["fast_info"] = client_tag("taxi", "an-older-content", age_ms=0)
-    order, headers = await state(
+    order, headers = await poll_order(
         client, unique, orderid, tags, known={"force": True}, wait_ms=20_000
     )
     assert order["need_request"] == ["fast_info"] and headers["X-Mlutp-Wait"] == "news"
 
 
 async def test_past_the_cap_a_poll_answers_at_once_with_a_longer_interval(
-    make_orders_state: MakeOrdersState,
+    make_waiting_state: MakeOrdersState,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
 ):
-    client = await make_orders_state(max_waiting=1)
+    client = await make_waiting_state(max_waiting=1)
     orderid, tags = await caught_up(emulator, redis_sync, unique)
-    _, plain = await state(client, unique, orderid, tags)
-    first = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
+    _, plain = await poll_order(client, unique, orderid, tags)
+    first = asyncio.create_task(poll_order(client, unique, orderid, tags, wait_ms=20_000))
     await held(client, first)
-    _, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
+    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=20_000)
     assert headers["X-Mlutp-Wait"] == "shed"
     interval = int(headers["X-Yataxi-Polling-Interval-Ms"])
     assert interval == 2 * int(plain["X-Yataxi-Polling-Interval-Ms"])
@@ -264,17 +228,17 @@ async def test_with_the_tag_cache_down_a_poll_does_not_wait(
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     await order_tags_server.close()
-    order, headers = await state(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000)
     assert headers["X-Mlutp-Wait"] == "unavailable"
     assert order["update_status"] == "actual"
 
 
 async def test_without_redis_settings_polls_never_wait(
-    make_orders_state: MakeOrdersState, emulator: TestClient, redis_sync: redis.Redis, unique: str
+    make_waiting_state: MakeOrdersState, emulator: TestClient, redis_sync: redis.Redis, unique: str
 ):
-    client = await make_orders_state(redis=RedisSettings())
+    client = await make_waiting_state(redis=RedisSettings())
     orderid, tags = await caught_up(emulator, redis_sync, unique)
-    _, headers = await state(client, unique, orderid, tags, wait_ms=20_000)
+    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=20_000)
     assert headers["X-Mlutp-Wait"] == "unavailable"
 
 
@@ -329,30 +293,6 @@ async def test_an_order_the_user_creates_is_polled_for_at_once_not_after_the_hel
             await running
 
 
-async def stack_on(
-    aiohttp_client: Callable[..., Awaitable[TestClient]],
-    aiohttp_server: Callable[..., Awaitable[TestServer]],
-    settings: RedisSettings,
-    **state_settings: Any,
-) -> tuple[TestClient, TestClient]:
-    """order_tags, the emulator and orders_state on this Redis (or cluster): the emulator's
-    client and orders_state's."""
-    tags_server = await aiohttp_server(
-        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=settings))
-    )
-    emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
-    # subscribing to a fresh cluster's shards can take longer than the 0.5 s default on a
-    # loaded machine: no test here means a slow subscription
-    values = {"wakeup_subscribe_deadline_s": 5.0, **state_settings}
-    orders_state = OrdersStateSettings(
-        **bff_kwargs(tags_server, emulator_server), redis=settings, **values
-    )
-    return (
-        await aiohttp_client(emulator_server),
-        await aiohttp_client(create_app(orders_state)),
-    )
-
-
 async def test_redis_killed_mid_wait_answers_at_once(
     aiohttp_client: Callable[..., Awaitable[TestClient]],
     aiohttp_server: Callable[..., Awaitable[TestServer]],
@@ -365,7 +305,7 @@ async def test_redis_killed_mid_wait_answers_at_once(
     orderid, tags = await caught_up(emulator, own_sync, unique)
     own_sync.close()
     started = time.monotonic()
-    waiting = asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000))
+    waiting = asyncio.create_task(poll_order(client, unique, orderid, tags, wait_ms=20_000))
     await held(client, waiting)
     own_redis.stop()
     order, headers = await waiting
@@ -375,17 +315,17 @@ async def test_redis_killed_mid_wait_answers_at_once(
 
 
 async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_cap(
-    make_orders_state: MakeOrdersState,
+    make_waiting_state: MakeOrdersState,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
 ):
     # admission control admits 4 looks at a time; 20 polls are held on one order
-    client = await make_orders_state(protocol={"min_polls_in_flight": 4, "max_polls_in_flight": 4})
+    client = await make_waiting_state(protocol={"min_polls_in_flight": 4, "max_polls_in_flight": 4})
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     polls = []
     for count in range(1, 21):
-        polls.append(asyncio.create_task(state(client, unique, orderid, tags, wait_ms=20_000)))
+        polls.append(asyncio.create_task(poll_order(client, unique, orderid, tags, wait_ms=20_000)))
         await held(client, polls[-1], count)
     await change(emulator, "taxi", orderid, {"comment": "seen by all twenty"})
     # `state` asserts each answer is a 200: none is shed on its way out

@@ -15,8 +15,7 @@ from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedisCluster
 from shared.redis import tags_key
 from tests.emulator_api import change, create_order_id
-from tests.services.orders_state.test_poll import all_tags
-from tests.services.orders_state.test_waiting import held, stack_on, state
+from tests.helpers import all_tags, held, poll_order, stack_on
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +64,7 @@ async def test_a_change_on_each_shard_wakes_its_waiting_poll(
 
     for shard, (user, orderid) in by_shard.items():
         tags = all_tags(ClusterTags(), orderid, age_ms=60_000)  # type: ignore[arg-type]
-        waiting = asyncio.create_task(state(client, user, orderid, tags, wait_ms=20_000))
+        waiting = asyncio.create_task(poll_order(client, user, orderid, tags, wait_ms=20_000))
         await held(client, waiting)
         await change(emulator, "taxi", orderid, {"comment": f"on {shard}"})
         order, headers = await waiting

@@ -19,8 +19,7 @@ from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from shared.redis import tags_key
 from tests.emulator_api import change, create_order_id
-from tests.services.orders_state.test_poll import all_tags
-from tests.services.orders_state.test_waiting import held, stack_on, state
+from tests.helpers import all_tags, held, poll_order, stack_on
 
 FAULTS = ["redis_restart", "client_kill", "idle_timeout"]
 # long enough that a server `timeout` of 1 s closes the idle connection between two PINGs
@@ -50,7 +49,7 @@ async def woken(
     if orderid is None:
         orderid = await create_order_id(emulator, user, status="driving")
     tags = tags_of(orderid)
-    waiting = asyncio.create_task(state(client, user, orderid, tags, wait_ms=20_000))
+    waiting = asyncio.create_task(poll_order(client, user, orderid, tags, wait_ms=20_000))
     await held(client, waiting)
     await change(emulator, "taxi", orderid, {"comment": f"seen by {user}"})
     order, headers = await waiting
@@ -102,7 +101,7 @@ async def test_waiting_works_again_after_the_pub_sub_connection_is_lost(
     elif fault == "client_kill":
         # kill it while a poll waits on the order, so its channel is one to subscribe again
         waiting = asyncio.create_task(
-            state(client, unique, orderid, tags_of(orderid), wait_ms=20_000)
+            poll_order(client, unique, orderid, tags_of(orderid), wait_ms=20_000)
         )
         await held(client, waiting)
         own_sync.client_kill_filter(_type="pubsub")

@@ -1,0 +1,201 @@
+"""Helpers the tests share: building the services' settings, client tags as the server issues
+them, polls as a client sends them, waiting for a poll to be held, and the like. Fixtures
+live in the conftest files; no test module imports another."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis
+from aiohttp.test_utils import TestClient, TestServer
+from pydantic import AliasChoices
+from pydantic_settings import BaseSettings
+
+from emulator.app import create_app as create_emulator
+from services.bff.config import ProtocolSettings, UpstreamSettings
+from services.order_tags.app import create_app as create_order_tags
+from services.order_tags.config import OrderTagsSettings
+from services.orders_state.app import create_app as create_orders_state
+from services.orders_state.config import OrdersStateSettings
+from services.orders_state.waiting.setup import WAITING
+from shared.config import RedisSettings
+from shared.policy import load_policy
+from shared.protocol.tags import encode_tag
+from shared.redis import tags_key
+from tests.conftest import TEST_TOKEN, emulator_settings
+from tests.emulator_api import create_order_id
+
+# a factory fixture's type: `make_orders_state(**settings)` and the like (conftest)
+MakeApp = Callable[..., Awaitable[TestClient]]
+
+POLICY = load_policy()
+
+
+# the first layout of taxi parts, still served to old clients (policy file: `deprecated`)
+DEPRECATED_TAXI_VERSION = POLICY.services["taxi"].deprecated[0].policy_version
+
+
+def protocol_for_tests(**overrides: Any) -> ProtocolSettings:
+    """No jitter: tests compare intervals exactly. Deadlines generous: a shared, noisy
+    machine must not make the cache or a source look down where a test does not mean it;
+    tests of deadlines set their own."""
+    values: dict[str, Any] = {
+        "interval_jitter": 0.0,
+        "tags_deadline_s": 1.0,
+        "source_deadline_s": 1.0,
+    }
+    return ProtocolSettings(**{**values, **overrides})
+
+
+PROTOCOL = protocol_for_tests()
+
+
+def bff_kwargs(
+    order_tags: TestServer, emulator: TestServer, protocol: ProtocolSettings = PROTOCOL
+) -> dict[str, Any]:
+    return {
+        "port": 0,
+        "service_token": TEST_TOKEN,
+        "order_tags_url": str(order_tags.make_url("")),
+        "upstreams": UpstreamSettings(emulator_url=str(emulator.make_url(""))),
+        "protocol": protocol,
+    }
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def client_tag(
+    service: str, content: str | None, age_ms: int = 0, *, degraded: bool = False
+) -> str:
+    """A tag as the server issues it, for `content`, issued `age_ms` ago (`degraded`: while
+    the tag cache was down)."""
+    return encode_tag(POLICY.version(service), content, now_ms() - age_ms, degraded=degraded)
+
+
+async def create(
+    emulator: TestClient, user: str, service: str = "taxi", status: str | None = None
+) -> str:
+    body: dict[str, Any] = {"user_id": user, "service": service}
+    if status:
+        body["status"] = status
+    resp = await emulator.post("/emulator/v1/orders", json=body)
+    assert resp.status == 200, await resp.text()
+    orderid: str = (await resp.json())["orderid"]
+    return orderid
+
+
+async def poll(
+    client: TestClient, user: str, body: dict[str, Any], path: str = "/mlutp/v1/orders/state"
+) -> tuple[int, dict[str, Any], int | None]:
+    resp = await client.post(path, json=body, headers={"X-Yandex-UID": user})
+    interval = resp.headers.get("X-Yataxi-Polling-Interval-Ms")
+    return resp.status, await resp.json(), int(interval) if interval else None
+
+
+TAXI_TAG_DEFINED = ["fast_info", "rarely_changed", "static", "chat", "slow"]
+
+
+def all_tags(redis_sync: redis.Redis, orderid: str, service: str = "taxi", age_ms: int = 0) -> dict:
+    """Client tags for every tag_defined part, as if fetched now with the stored contents."""
+    stored = redis_sync.hgetall(tags_key(service, orderid))
+    parts = TAXI_TAG_DEFINED if service == "taxi" else ["full_info"]
+    return {part: client_tag(service, stored.get(part), age_ms) for part in parts}
+
+
+async def poll_one(
+    orders_state: TestClient, user: str, orderid: str, tags: dict[str, str], **extra: Any
+) -> dict[str, Any]:
+    """Poll with one known taxi order and these client tags."""
+    known = {"orderid": orderid, "service": "taxi", "status": "searching", "tags": tags, **extra}
+    _, body, _ = await poll(orders_state, user, {"known_orders": [known]})
+    return body
+
+
+STATE = "/mlutp/v1/orders/state"
+
+
+async def poll_order(
+    client: TestClient, user: str, orderid: str, tags: dict[str, str], **extra: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """One poll with one known taxi order (status driving); the order and the headers."""
+    known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
+    body = {"known_orders": [{**known, **extra.pop("known", {})}], **extra}
+    resp = await client.post(STATE, json=body, headers={"X-Yandex-UID": user})
+    assert resp.status == 200, await resp.text()
+    [order] = (await resp.json())["orders"]
+    return order, dict(resp.headers)
+
+
+async def held(client: TestClient, waiting: asyncio.Task[Any], count: int = 1) -> None:
+    """Until the server holds `count` polls; fails if the poll was answered instead."""
+    async with asyncio.timeout(10):
+        await asyncio.wait(
+            [asyncio.ensure_future(client.app[WAITING].until_held(count)), waiting],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    assert not waiting.done(), f"answered instead of held: {waiting.result()}"
+
+
+async def caught_up(
+    emulator: TestClient, redis_sync: redis.Redis, user: str
+) -> tuple[str, dict[str, str]]:
+    """A driving order and client tags of everything as stored: a poll with them has no news."""
+    orderid = await create_order_id(emulator, user, status="driving")
+    return orderid, all_tags(redis_sync, orderid, age_ms=60_000)
+
+
+async def stack_on(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    settings: RedisSettings,
+    **state_settings: Any,
+) -> tuple[TestClient, TestClient]:
+    """order_tags, the emulator and orders_state on this Redis (or cluster): the emulator's
+    client and orders_state's."""
+    tags_server = await aiohttp_server(
+        create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=settings))
+    )
+    emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
+    # subscribing to a fresh cluster's shards can take longer than the 0.5 s default on a
+    # loaded machine: no test here means a slow subscription
+    values = {"wakeup_subscribe_deadline_s": 5.0, **state_settings}
+    orders_state = OrdersStateSettings(
+        **bff_kwargs(tags_server, emulator_server), redis=settings, **values
+    )
+    return (
+        await aiohttp_client(emulator_server),
+        await aiohttp_client(create_orders_state(orders_state)),
+    )
+
+
+TAXI_FIELDS = [f for r in POLICY.services["taxi"].rules if r.tag_defined for f in r.fields]
+
+
+def cut(doc: dict[str, Any]) -> dict[str, Any]:
+    return {name: doc[name] for name in TAXI_FIELDS if name in doc}
+
+
+COMMON_ENV = {"LOG_LEVEL", "LOG_JSON"}
+
+
+def env_names(settings_class: type[BaseSettings]) -> set[str]:
+    """Every environment variable a settings class reads, nested settings included."""
+    prefix = settings_class.model_config.get("env_prefix", "")
+    names: set[str] = set()
+    for name, field in settings_class.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
+            names |= env_names(annotation)
+            continue
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names |= {c for c in alias.choices if isinstance(c, str) and c.isupper()}
+        elif isinstance(alias, str):
+            names.add(alias)
+        names.add(f"{prefix}{name}".upper())
+    return names
