@@ -45,14 +45,14 @@ from shared.wire import OrderKey
 
 
 @dataclass(frozen=True)
-class PollResult:
+class LookResult:
     orders: list[AnsweredOrder]
     allowed_changes: list[AllowedChange]
     interval_ms: int
     # the tag cache or a queried source was unavailable: a poll answered so never waits
     degraded: bool = False
     # the earliest moment (unix ms) a part the min TTL holds back becomes needed
-    held_until_ms: int | None = None
+    due_at_ms: int | None = None
     # the current policy version of each queried service served
     policy_versions: dict[str, str] = field(default_factory=dict)
 
@@ -217,7 +217,7 @@ class OrdersStateEngine:
             change_capabilities=source_order.change_capabilities,
             brief=without_answer_fields(source_order.brief),
         )
-        return order, decision.held_until_ms
+        return order, decision.due_at_ms
 
     def _force(
         self, client: ParsedKnownOrder | None, *, cache_available: bool, now_ms: int
@@ -229,19 +229,19 @@ class OrdersStateEngine:
         self.metrics.force.labels("honoured" if honoured else "over_budget").inc()
         return honoured
 
-    async def poll(
+    async def look(
         self,
         known: Sequence[ParsedKnownOrder],
         services: Sequence[str],
         headers: dict[str, str],
-    ) -> PollResult:
+    ) -> LookResult:
         """One look: every queried source, then the tags of the orders they list."""
         with self.metrics.poll_look.time():
-            return await self._poll(known, services, headers)
+            return await self._look(known, services, headers)
 
-    async def _poll(
+    async def _look(
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
-    ) -> PollResult:
+    ) -> LookResult:
         sources = await self._query_sources(services, headers)
         available = {service: result for service, result in sources.items() if result is not None}
 
@@ -267,7 +267,7 @@ class OrdersStateEngine:
             for (service, source_order), key in zip(listed, keys, strict=True)
         ]
         actual: list[AnsweredOrder] = [order for order, _ in decided]
-        held_until_ms = min((held for _, held in decided if held is not None), default=None)
+        due_at_ms = min((due for _, due in decided if due is not None), default=None)
 
         # a known order of an unavailable service stays, as the client knew it
         stale: list[AnsweredOrder] = [
@@ -302,11 +302,11 @@ class OrdersStateEngine:
             rules=self.config.interval,
         )
         self.metrics.interval.observe(interval_ms)
-        return PollResult(
+        return LookResult(
             orders,
             allowed_changes(services, allowances),
             interval_ms,
             degraded=degraded,
-            held_until_ms=held_until_ms,
+            due_at_ms=due_at_ms,
             policy_versions=self.policy_versions(services),
         )

@@ -28,7 +28,7 @@ class BffMetrics:
             "1 while the tag cache circuit is open",
             registry=registry,
         )
-        self.part_remembered = Counter(
+        self.part_degraded_memo = Counter(
             "mlutp_part_degraded_memo",
             "Part fetches answered from the fetch of the same order made while the tag cache "
             "was down, less than a degraded TTL before (no upstream call)",

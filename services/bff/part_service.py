@@ -225,7 +225,9 @@ class PartService:
                 # read before it: a change since then is fetched
                 if remembered is not None and remembered.stored == one.fetch.stored:
                     counter = (
-                        self.metrics.part_remembered if stored is None else self.metrics.part_recent
+                        self.metrics.part_degraded_memo
+                        if stored is None
+                        else self.metrics.part_recent
                     )
                     counter.labels(endpoint.service, endpoint.rule.part_name).inc()
                     one.fetch.issued_ms = remembered.issued_ms

@@ -26,7 +26,7 @@ async def launch(request: web.Request) -> web.Response:
     )
     headers = upstream_headers(request, user_id)
     with request.app[ADMISSION].look():
-        result = await request.app[ENGINE].poll(known, services, headers)
+        result = await request.app[ENGINE].look(known, services, headers)
     orders = result.orders
     if EXTENDED_ORDER_INFO in body.supported:
         orders = await with_required_parts(orders, request.app[PARTS], request.app[POLICY], headers)

@@ -92,7 +92,7 @@ def _changed_due_ms(
     return due
 
 
-def part_held_until_ms(
+def part_due_at_ms(
     rule: PartRule,
     client_tag: ClientTag | None,
     stored_content: str | None,
@@ -120,7 +120,7 @@ class PartsDecision:
     # the client's tags that are valid, echoed back
     valid_tags: dict[str, str]
     # the earliest moment a part not needed now becomes needed by the min TTL alone
-    held_until_ms: int | None = None
+    due_at_ms: int | None = None
 
 
 def decide_parts(
@@ -138,7 +138,7 @@ def decide_parts(
     """need_request (by ascending priority) and the valid client tags of one actual order."""
     need: list[str] = []
     valid: dict[str, str] = {}
-    held: list[int] = []
+    due: list[int] = []
     for rule in rules_by_priority:
         raw = client_tags.get(rule.part_name)
         decoded = valid_tag(raw, policy_version, now_ms)
@@ -159,7 +159,7 @@ def decide_parts(
         ):
             need.append(rule.part_name)
             continue
-        held_until = part_held_until_ms(
+        due_at = part_due_at_ms(
             rule,
             decoded,
             stored,
@@ -168,9 +168,9 @@ def decide_parts(
             timings=timings,
             refetch_phase=refetch_phase,
         )
-        if held_until is not None:
-            held.append(held_until)
-    return PartsDecision(need, valid, min(held, default=None))
+        if due_at is not None:
+            due.append(due_at)
+    return PartsDecision(need, valid, min(due, default=None))
 
 
 def client_policy_version(

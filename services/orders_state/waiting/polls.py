@@ -2,7 +2,7 @@
 
 A poll that asks to wait listens on its orders' channels, then polls as usual. With news it
 answers at once. Otherwise it is held until a wake-up (a tag write on one of its orders),
-or the moment the min TTL lets a held-back change through: each reruns the poll (sources and
+or the moment the min TTL lets a change through (it is due): each looks again (sources and
 tags), which answers if there is news and otherwise waits on for the time left. At the end of
 its wait a poll answers with its last look, which had no news; the client polls again at
 once, and that poll's tags see any change whose wake-up was lost. Tags stay the only truth: a
@@ -24,7 +24,7 @@ from enum import StrEnum
 from redis.exceptions import RedisError
 
 from services.bff.admission import Admission
-from services.bff.engine import OrdersStateEngine, PollResult
+from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.known_orders import ParsedKnownOrder
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.shard import Waiter
@@ -55,7 +55,7 @@ class WaitCause(StrEnum):
 
 @dataclass(frozen=True)
 class WaitedAnswer:
-    result: PollResult
+    result: LookResult
     # None for a poll that did not ask to wait
     cause: WaitCause | None
 
@@ -125,7 +125,7 @@ class WaitingPolls:
     ) -> WaitedAnswer:
         if wait_ms == 0:
             with self.admission.look():
-                return WaitedAnswer(await self.engine.poll(known, services, headers), None)
+                return WaitedAnswer(await self.engine.look(known, services, headers), None)
         try:
             answered = await self._answer(known, services, headers, wait_ms)
         except Overloaded:
@@ -148,15 +148,15 @@ class WaitingPolls:
 
         looks = 0
 
-        async def poll() -> PollResult:
+        async def look() -> LookResult:
             nonlocal looks
             looks += 1
             # admission control sheds a request at its first look only: once admitted and
             # held, a poll is answered, however many polls a write wakes at once
             with self.admission.look(admitted=looks > 1):
-                return await self.engine.poll(known, services, headers)
+                return await self.engine.look(known, services, headers)
 
-        def at_once(result: PollResult) -> WaitedAnswer:
+        def at_once(result: LookResult) -> WaitedAnswer:
             """The answer of a poll that will not wait (whatever the reason)."""
             if result.degraded or not self._can_wait():
                 cause = WaitCause.SHUTDOWN if self.shutting_down else WaitCause.UNAVAILABLE
@@ -164,9 +164,9 @@ class WaitingPolls:
             return WaitedAnswer(result, WaitCause.NEWS)
 
         if not self._can_wait():
-            return at_once(await poll())
+            return at_once(await look())
         if self.waiting >= self.config.max_waiting:
-            result = await poll()
+            result = await look()
             if result.degraded or has_news(known_statuses, result.orders):
                 return at_once(result)
             interval_ms = shed_interval_ms(
@@ -177,7 +177,7 @@ class WaitingPolls:
             return WaitedAnswer(replace(result, interval_ms=interval_ms), WaitCause.SHED)
 
         assert self.wakeups is not None
-        # the slot is taken before the first poll, so the cap holds for polls in any phase
+        # the slot is taken before the first look, so the cap holds for polls in any phase
         self.waiting += 1
         self.metrics.waiting.inc()
         try:
@@ -189,10 +189,10 @@ class WaitingPolls:
                     )
                 except (RedisError, OSError, TimeoutError) as exc:
                     log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
-                    return WaitedAnswer(await poll(), WaitCause.UNAVAILABLE)
+                    return WaitedAnswer(await look(), WaitCause.UNAVAILABLE)
                 self._waiters.add(waiter)
                 stack.callback(self._waiters.discard, waiter)
-                return await self._wait(waiter, poll, known_statuses, ends_at, at_once)
+                return await self._wait(waiter, look, known_statuses, ends_at, at_once)
         finally:
             self.waiting -= 1
             self.metrics.waiting.dec()
@@ -200,13 +200,13 @@ class WaitingPolls:
     async def _wait(
         self,
         waiter: Waiter,
-        poll: Callable[[], Awaitable[PollResult]],
+        look: Callable[[], Awaitable[LookResult]],
         known_statuses: dict[OrderKey, str],
         ends_at: float,
-        at_once: Callable[[PollResult], WaitedAnswer],
+        at_once: Callable[[LookResult], WaitedAnswer],
     ) -> WaitedAnswer:
         loop = asyncio.get_running_loop()
-        result = await poll()
+        result = await look()
         if result.degraded or has_news(known_statuses, result.orders):
             return at_once(result)
         while True:
@@ -215,9 +215,9 @@ class WaitingPolls:
             if not self._can_wait():
                 return at_once(result)
             wake_at = ends_at
-            if result.held_until_ms is not None:
+            if result.due_at_ms is not None:
                 # a change the min TTL holds back is news once the TTL has passed
-                held_s = (result.held_until_ms - time.time() * 1000) / 1000
+                held_s = (result.due_at_ms - time.time() * 1000) / 1000
                 wake_at = min(wake_at, loop.time() + max(0.0, held_s))
             await self._set_held(1)
             try:
@@ -241,7 +241,7 @@ class WaitingPolls:
                 return WaitedAnswer(result, WaitCause.TIMEOUT)
             # cleared before looking again: a write during the next poll rings again
             waiter.event.clear()
-            result = await poll()
+            result = await look()
             if result.degraded or not self._can_wait():
                 return at_once(result)
             if has_news(known_statuses, result.orders):

@@ -42,7 +42,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
     for key in (OrderKey("taxi", "t1"), OrderKey("taxi", "t2"), OrderKey("eats", "e1")):
         tags.stored[key] = {"fast_info": "v1", "rarely_changed": "r", "chat": "c", "slow": "s"}
     tags.stored[OrderKey("eats", "e1")] = {"full_info": "f"}
-    result = await engine(tags, taxi=taxi, eats=eats).poll([], ["taxi", "eats"], {})
+    result = await engine(tags, taxi=taxi, eats=eats).look([], ["taxi", "eats"], {})
     assert tags.calls == ["get"]
     assert [o.orderid for o in result.orders] == ["e1", "t1", "t2"]  # canonical order
     assert all(isinstance(o, ActualOrder) for o in result.orders)
@@ -50,7 +50,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
 
 async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_the_answer():
     tags = FakeOrderTags()
-    result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).poll([], ["taxi"], {})
+    result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).look([], ["taxi"], {})
     assert tags.calls == ["get", "create"]
     created = tags.stored[OrderKey("taxi", "t1")]
     taxi_rules = POLICY.services["taxi"].rules
@@ -65,7 +65,7 @@ async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_s
     eats = FakeSource([("e1", "cooking", T0)])
     eats.available = False
     client = {"orderid": "e1", "service": "eats", "status": "cooking", "tags": {}, "note": "x"}
-    result = await engine(tags, eats=eats).poll(known(client), ["eats"], {})
+    result = await engine(tags, eats=eats).look(known(client), ["eats"], {})
     [order] = result.orders
     assert isinstance(order, StaleOrder) and order.echo == {"note": "x"}
     assert order.need_request == [] and order.status == "cooking"
@@ -77,7 +77,7 @@ async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
     tags = FakeOrderTags()
     tags.down = True
     taxi = FakeSource([("t1", "driving", T0)])
-    result = await engine(tags, taxi=taxi).poll([], ["taxi"], {})
+    result = await engine(tags, taxi=taxi).look([], ["taxi"], {})
     [order] = result.orders
     assert isinstance(order, ActualOrder)
     assert result.interval_ms == 2 * 3000  # driving's base, doubled while degraded
@@ -86,7 +86,7 @@ async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
 async def test_a_user_with_more_orders_than_one_batch_takes_is_read_in_batches_within_the_limit():
     tags = FakeOrderTags()
     many = FakeSource([(f"t{i:03}", "driving", T0) for i in range(150)])
-    result = await engine(tags, taxi=many).poll([], ["taxi"], {})
+    result = await engine(tags, taxi=many).look([], ["taxi"], {})
     # two reads (100 + 50), then one write per hundred orders creates all their missing tags
     assert sorted(tags.calls) == ["create", "create", "get", "get"]
     assert len(result.orders) == 150
@@ -99,10 +99,10 @@ async def test_a_refused_tag_read_degrades_that_poll_and_never_opens_the_circuit
     polls = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
     tags.refuse = True  # order_tags answers 400: the request was refused, the cache works
     for _ in range(polls.tag_cache.circuit.failures_to_open + 1):
-        assert (await polls.poll([], ["taxi"], {})).degraded
+        assert (await polls.look([], ["taxi"], {})).degraded
     assert not polls.tag_cache.circuit.is_open
     tags.refuse = False
-    result = await polls.poll([], ["taxi"], {})
+    result = await polls.look([], ["taxi"], {})
     assert not result.degraded and tags.calls[-2:] == ["get", "create"]
 
 
@@ -111,5 +111,5 @@ async def test_an_unavailable_tag_cache_opens_the_circuit():
     polls = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
     tags.down = True
     for _ in range(polls.tag_cache.circuit.failures_to_open):
-        await polls.poll([], ["taxi"], {})
+        await polls.look([], ["taxi"], {})
     assert polls.tag_cache.circuit.is_open

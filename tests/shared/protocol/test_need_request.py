@@ -10,7 +10,7 @@ from shared.protocol.need_request import (
     CacheState,
     TagTimings,
     decide_parts,
-    part_held_until_ms,
+    part_due_at_ms,
     part_needed,
 )
 from shared.protocol.tags import (
@@ -146,7 +146,7 @@ def test_a_change_the_min_ttl_holds_back_is_due_when_the_ttl_has_passed():
     )
     assert decision.need_request == []
     # the earlier of the two: chat's tag, issued 1.5 s ago, is 2 s old in 0.5 s
-    assert decision.held_until_ms == NOW + 500
+    assert decision.due_at_ms == NOW + 500
 
 
 def test_nothing_is_held_back_when_content_matches_forced_or_the_cache_is_down():
@@ -162,7 +162,7 @@ def test_nothing_is_held_back_when_content_matches_forced_or_the_cache_is_down()
             now_ms=NOW,
             timings=T,
         )
-        assert decision.held_until_ms is None, (stored, force, cache)
+        assert decision.due_at_ms is None, (stored, force, cache)
 
 
 def degraded_needed(client: ClientTag, *, since_ms: int, phase: float, now_ms: int = NOW) -> bool:
@@ -232,7 +232,7 @@ def test_after_the_cache_returns_a_degraded_tag_waits_for_the_degraded_ttl_not_t
     # force (after a user change) still skips it
     assert needed(young, "v1", force=True)
     # a waiting poll answers when its TTL has passed
-    held = part_held_until_ms(rule(), young, "v1", force=False, cache=CACHE_UP, timings=T)
+    held = part_due_at_ms(rule(), young, "v1", force=False, cache=CACHE_UP, timings=T)
     assert held == young.issued_ms + 10_000
 
 
@@ -273,7 +273,7 @@ def test_tags_lost_and_created_again_are_refetched_at_the_orders_moment_not_all_
     assert not due(0.5, NOW)  # due 5 s after the creation
     assert due(0.5, NOW + 4_000)
     assert due(0.0, NOW)
-    held = part_held_until_ms(
+    held = part_due_at_ms(
         rule(), old, created, force=False, cache=CACHE_UP, timings=T, refetch_phase=0.5
     )
     assert held == NOW + 4_000
