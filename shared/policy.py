@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 import yaml
 from pydantic import (
     BaseModel,
@@ -198,6 +199,22 @@ class PollingPolicy(BaseModel):
                 )
             seen[endpoint.rule.url] = where
         return self
+
+    @cached_property
+    def launch_rules(self) -> dict[str, list[msgspec.Raw]]:
+        """service → its current rules by priority as launch hands them out (`polling_policy`:
+        each rule with its service, defaults left out), encoded once."""
+        return {
+            service: [
+                msgspec.Raw(
+                    msgspec.json.encode(
+                        {"service": service, **rule.model_dump(mode="json", exclude_defaults=True)}
+                    )
+                )
+                for rule in policy.rules_by_priority
+            ]
+            for service, policy in self.services.items()
+        }
 
     def _all_endpoints(self) -> list[PartEndpoint]:
         return [

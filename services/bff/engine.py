@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from services.bff.known_orders import ParsedKnownOrder
 from services.bff.metrics import BffMetrics
 from services.bff.ports import OrderSource
 from services.bff.tag_cache import StoredTags, TagCache
-from services.bff.wire import PolicyRule
 from shared.answer import (
     ActualOrder,
     AnsweredOrder,
@@ -113,23 +114,10 @@ class OrdersStateEngine:
             if service in self.policy.services
         }
 
-    def policy_rules(self, services: Sequence[str]) -> list[PolicyRule]:
-        return [
-            PolicyRule(
-                service=service,
-                part_name=rule.part_name,
-                url=rule.url,
-                fields=list(rule.fields),
-                polling_type=rule.polling_type.value,
-                part_type=rule.part_type,
-                priority=rule.priority,
-                required=rule.required,
-                static=rule.static,
-            )
-            for service in services
-            if service in self.policy.services
-            for rule in self.policy.services[service].rules_by_priority
-        ]
+    def policy_rules(self, services: Sequence[str]) -> list[msgspec.Raw]:
+        """The current policy of each queried service the server serves, as launch gives it."""
+        rules = self.policy.launch_rules
+        return [rule for service in services if service in rules for rule in rules[service]]
 
     async def _query_sources(
         self, services: Sequence[str], headers: dict[str, str]

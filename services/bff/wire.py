@@ -57,22 +57,11 @@ class StateResponse(msgspec.Struct):
     policy_versions: dict[str, str]
 
 
-class PolicyRule(msgspec.Struct, omit_defaults=True):
-    service: str
-    part_name: str
-    url: str
-    fields: list[str]
-    polling_type: str
-    part_type: str
-    priority: int
-    required: bool = False
-    static: bool = False
-
-
 class LaunchState(msgspec.Struct):
     orders: list[msgspec.Raw]
     allowed_changes: list[AllowedChange]
-    polling_policy: list[PolicyRule]
+    # the rules of shared.policy, encoded once (PollingPolicy.launch_rules)
+    polling_policy: list[msgspec.Raw]
     policy_versions: dict[str, str]
 
 
