@@ -11,8 +11,17 @@ from emulator.world import DataChange, Order, World
 from shared.errors import OrderTagsUnavailable
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy
+from shared.protocol.tags import new_content_tag
 
 log = logging.getLogger("mlutp.emulator.features")
+
+# the top-level fields an order source's listing shows of an order: its status (and with it
+# the change capabilities), and what its brief fields are made of (emulator.documents)
+LISTED_FIELDS = {
+    "taxi": frozenset({"status", "source", "tariff"}),
+    "eats": frozenset({"status", "place", "items"}),
+    "grocery": frozenset({"status", "place", "items"}),
+}
 
 
 class Features:
@@ -35,16 +44,56 @@ class Features:
             if rule.tag_defined and not rule.static and fields.intersection(rule.fields)
         )
 
-    async def publish(self, change: DataChange) -> dict[str, str]:
-        """Set the changed parts' content tags. Taxi tags carry the order_proc version; the
-        other services have no versions of their own, so their tags are bumped."""
+    async def publish_list(self, change: DataChange, *, left: bool = False) -> None:
+        """After a change of what the order's source lists for its user (the order created,
+        its status (and with it its capabilities), a brief field; the order left the list:
+        `left`), bump the user's list tag: data first, tag second. Other changes leave the
+        list as it was, and with it the answer the BFF keeps."""
+        fields = LISTED_FIELDS.get(change.service, frozenset({"status"}))
+        listed = change.created or left or bool(change.fields & fields)
+        if not listed:
+            return
+        try:
+            await self.tags.bump_list(change.service, change.user_id)
+        except OrderTagsUnavailable as exc:
+            # the source's list changed anyway; a poll asks the source once the kept answer
+            # is older than the BFF's list_max_age
+            self.stats.tag_write_failures += 1
+            log.warning("list tag write failed", extra={"user": change.user_id, "error": str(exc)})
+
+    async def publish(self, change: DataChange, *, left: bool = False) -> dict[str, str]:
+        """Set the changed parts' content tags, then, if the source's list changed, the
+        user's list tag. Taxi tags carry the order_proc version; the other services have no
+        versions of their own, so their tags are bumped. Returns the new part tags."""
+        tags = await self._publish_parts(change)
+        await self.publish_list(change, left=left)
+        if self.world.get(change.service, change.orderid).finished:
+            # gone from the list: nobody polls its parts any more, and a poll that still
+            # names it finds no tags (no grace): the order is left out as finished
+            await self._delete_tags(change)
+        return tags
+
+    async def _delete_tags(self, change: DataChange) -> None:
+        try:
+            await self.tags.delete(change.service, change.orderid)
+        except OrderTagsUnavailable as exc:
+            self.stats.tag_write_failures += 1
+            log.warning("tag delete failed", extra={"orderid": change.orderid, "error": str(exc)})
+
+    async def _publish_parts(self, change: DataChange) -> dict[str, str]:
         parts = self.parts_of(change.service, change.fields)
         if not parts:
             return {}
         try:
+            # the write that creates the order says whose it is
+            owner = change.user_id if change.created else None
             if change.service == "taxi":
                 content = {part: f"v{change.version}" for part in parts}
-                await self.tags.set(change.service, change.orderid, content)
+                await self.tags.set(change.service, change.orderid, content, user_id=owner)
+                return content
+            if owner is not None:
+                content = {part: new_content_tag() for part in parts}
+                await self.tags.set(change.service, change.orderid, content, user_id=owner)
                 return content
             return await self.tags.bump(change.service, change.orderid, parts)
         except OrderTagsUnavailable as exc:
@@ -82,11 +131,11 @@ class Features:
     async def cancel(self, service: str, orderid: str, user_id: str) -> int:
         """The user cancels an order; it leaves the active orders."""
         change = self.world.cancel(service, orderid, user_id)
-        await self.publish(change)
+        await self.publish(change, left=True)
         return change.version
 
     async def rate(self, service: str, orderid: str, user_id: str, rating: int) -> int:
         """The user rates a finished order; it then leaves the active orders."""
         change = self.world.rate(service, orderid, user_id, rating)
-        await self.publish(change)
+        await self.publish(change, left=True)
         return change.version

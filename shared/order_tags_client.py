@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
@@ -22,6 +22,8 @@ class OrderTagsClient(UpstreamClient):
     _get_decoder = msgspec.json.Decoder(wire.TagsGetResponse)
     _write_decoder = msgspec.json.Decoder(wire.TagsWriteResponse)
     _delete_decoder = msgspec.json.Decoder(wire.TagsDeleteResponse)
+    _bump_list_decoder = msgspec.json.Decoder(wire.ListBumpResponse)
+    _keep_decoder = msgspec.json.Decoder(wire.ListKeepResponse)
 
     def __init__(
         self,
@@ -77,6 +79,41 @@ class OrderTagsClient(UpstreamClient):
         )
         return {wire.OrderKey(o.service, o.orderid): o.tags for o in result.orders}
 
+    async def read(
+        self,
+        orders: Sequence[wire.OrderKey],
+        lists: Sequence[wire.ListKey] = (),
+        *,
+        deadline_s: float | None = None,
+    ) -> wire.TagsGetResponse:
+        """Order tags (with when each order's first tag was written) and list tags (made
+        when absent) with their kept answers, in one call and one Redis round trip."""
+        request = wire.TagsGetRequest(orders=list(orders), lists=list(lists))
+        return await self._call("/v1/tags/get", request, self._get_decoder, deadline_s)
+
+    async def bump_list(
+        self, service: str, user_id: str, *, deadline_s: float | None = None
+    ) -> str:
+        """A new list tag for what `service`'s source lists for the user (an order sources
+        calls it after every change of that list: data first, tag second)."""
+        request = wire.ListBumpRequest(service, user_id)
+        result = await self._call("/v1/lists/bump", request, self._bump_list_decoder, deadline_s)
+        return result.tag
+
+    async def keep_answer(
+        self,
+        service: str,
+        user_id: str,
+        tag: str,
+        answer: dict[str, Any],
+        *,
+        max_age_ms: int,
+        deadline_s: float | None = None,
+    ) -> None:
+        """Keep a source's answer under the list tag read before the source was asked."""
+        request = wire.ListKeepRequest(service, user_id, tag, answer, max_age_ms)
+        await self._call("/v1/lists/keep", request, self._keep_decoder, deadline_s)
+
     async def set(
         self,
         service: str,
@@ -84,9 +121,12 @@ class OrderTagsClient(UpstreamClient):
         tags: dict[str, str],
         *,
         only_if_absent: bool = False,
+        user_id: str | None = None,
         deadline_s: float | None = None,
     ) -> dict[str, str]:
-        request = wire.TagsSetRequest(service, orderid, tags, only_if_absent)
+        """Write these parts; `user_id` on the write that creates the order says whose it is
+        (a poll of that user keeps it for a grace while its source does not list it yet)."""
+        request = wire.TagsSetRequest(service, orderid, tags, only_if_absent, user_id)
         result = await self._call("/v1/tags/set", request, self._write_decoder, deadline_s)
         return result.tags
 

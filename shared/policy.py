@@ -121,6 +121,10 @@ class ServicePolicy(BaseModel):
     # the kinds of change a user may make to an order of this service (what a stale order
     # says is not allowed). Not part of the policy version either.
     change_capabilities: tuple[Name, ...] = ()
+    # the service's order source bumps the user's list tag on every change of what it lists
+    # (docs/protocol.md: List tags): its answer is kept under that tag, and a poll that finds
+    # the tag unchanged does not ask the source. Not part of the policy version.
+    list_tags: bool = False
 
     @model_validator(mode="after")
     def _valid(self) -> ServicePolicy:

@@ -31,6 +31,23 @@ def tags_channel(service: str, orderid: str) -> str:
     return tags_key(service, orderid)
 
 
+def list_key(service: str, user_id: str) -> str:
+    """A user's list tag for a service: `list:{<service>:<user_id>}`, a content tag of all the
+    service's order source lists for the user. The braces make the pair a hash tag, so the
+    list tag and the kept answer (`listed:`) are on one shard and read in one round trip."""
+    return f"list:{{{service}:{user_id}}}"
+
+
+def kept_answer_key(service: str, user_id: str) -> str:
+    """The source's answer kept under its list tag, beside the list tag's key."""
+    return f"listed:{{{service}:{user_id}}}"
+
+
+def list_channel(service: str, user_id: str) -> str:
+    """The channel order_tags publishes a list tag's bump on: its key's name (sharded)."""
+    return list_key(service, user_id)
+
+
 def _cluster_nodes(spec: str) -> list[ClusterNode]:
     nodes = []
     for item in spec.split(","):

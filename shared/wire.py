@@ -26,6 +26,7 @@ MAX_JSON_DEPTH = 16
 # X-Yandex-UID: 1–128 printable ASCII characters, no spaces or control characters. Checked as
 # received and forwarded as it is, so the id checked is the id used.
 USER_ID = re.compile(r"[\x21-\x7e]{1,128}")
+USER_HEADER = "X-Yandex-UID"
 MAX_PARTS = 32
 MAX_BATCH = 100
 
@@ -43,18 +44,81 @@ class OrderKey(msgspec.Struct, frozen=True, order=True):
     orderid: OrderId
 
 
+# the user id as order_tags takes it (a list's key): the checked X-Yandex-UID, as it is
+UserId = Annotated[str, msgspec.Meta(pattern=r"^[\x21-\x7e]{1,128}$")]
+# the services of one poll whose lists are read with its order tags
+MAX_LISTS = 16
+# a source's answer kept under its list tag (the body limit bounds it too)
+MAX_KEPT_ANSWER_BYTES = 32 * 1024
+
+
+class ListKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What one order source lists for one user: its list tag, its kept answer."""
+
+    service: ServiceName
+    user_id: UserId
+
+
 class TagsGetRequest(msgspec.Struct, forbid_unknown_fields=True):
-    orders: Annotated[list[OrderKey], msgspec.Meta(min_length=1, max_length=MAX_BATCH)]
+    orders: Annotated[list[OrderKey], msgspec.Meta(max_length=MAX_BATCH)]
+    # list tags (made when absent) and kept answers, read in the same round trip
+    lists: Annotated[list[ListKey], msgspec.Meta(max_length=MAX_LISTS)] = []
 
 
-class OrderTags(msgspec.Struct):
+class OrderTags(msgspec.Struct, omit_defaults=True):
     service: str
     orderid: str
     tags: dict[str, str] | None
+    # when the order's first tag was written (unix ms); None for an order with none
+    created_ms: int | None = None
+    # whose order it is, when its first writer said (a poll keeps it for that user alone)
+    owner: str | None = None
 
 
-class TagsGetResponse(msgspec.Struct):
+class KeptAnswer(msgspec.Struct):
+    """A source's answer, kept under the list tag read before it was asked."""
+
+    tag: str
+    at_ms: int
+    answer: msgspec.Raw
+
+
+class ListEntry(msgspec.Struct, omit_defaults=True):
+    service: str
+    user_id: str
+    # the list tag now (made by this read if there was none)
+    tag: str
+    kept: KeptAnswer | None = None
+
+
+class TagsGetResponse(msgspec.Struct, omit_defaults=True):
     orders: list[OrderTags]
+    lists: list[ListEntry] = []
+
+
+class ListBumpRequest(msgspec.Struct, forbid_unknown_fields=True):
+    service: ServiceName
+    user_id: UserId
+
+
+class ListBumpResponse(msgspec.Struct):
+    service: str
+    user_id: str
+    tag: str
+
+
+class ListKeepRequest(msgspec.Struct, forbid_unknown_fields=True):
+    service: ServiceName
+    user_id: UserId
+    # the list tag read before the source was asked
+    tag: ContentTag
+    answer: dict[str, Any]
+    # kept this long at most (the BFF's list_max_age)
+    max_age_ms: Annotated[int, msgspec.Meta(ge=1, le=300_000)] = 30_000
+
+
+class ListKeepResponse(msgspec.Struct):
+    kept: bool
 
 
 class TagsSetRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -62,6 +126,9 @@ class TagsSetRequest(msgspec.Struct, forbid_unknown_fields=True):
     orderid: OrderId
     tags: Annotated[dict[PartName, ContentTag], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
     only_if_absent: bool = False
+    # the user whose order it is, given by the write that creates the order: a poll of that
+    # user keeps the order (stale) for a grace while its source does not list it yet
+    user_id: UserId | None = None
 
 
 class TagsBumpRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -199,3 +199,11 @@ def env_names(settings_class: type[BaseSettings]) -> set[str]:
             names.add(alias)
         names.add(f"{prefix}{name}".upper())
     return names
+
+
+def stored_parts(redis_sync: redis.Redis, key: str) -> dict[str, str]:
+    """An order's content tags as stored, without the time its first tag was written."""
+    stored: dict[str, str] = redis_sync.hgetall(key)
+    stored.pop("_created", None)
+    stored.pop("_owner", None)
+    return stored

@@ -130,6 +130,14 @@ class ProtocolSettings(BaseSettings):
     overload_retry_after_s: int = Field(2, ge=1)
     # force honoured at most this often per order per minute (per process); beyond: absent
     force_per_order_per_minute: int = Field(6, ge=0)
+    # off: every source is asked on every poll, whatever the policy's list_tags say (an
+    # operator's switch, e.g. while a source is known not to bump its list tags)
+    list_tags: bool = True
+    # a source's kept answer stands for it this long at most (docs/protocol.md: List tags)
+    list_max_age_s: float = Field(30.0, gt=0, le=300)
+    # a known order its source does not list yet stays (stale) this long after its tags
+    # were made (docs/protocol.md: A just-created order the source does not list yet)
+    created_grace_s: float = Field(10.0, ge=0, le=300)
 
     def protection(self, on_event: Callable[[str], None]) -> Protection:
         """A breaker and a retry budget for one upstream."""

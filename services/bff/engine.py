@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from services.bff.known_orders import ParsedKnownOrder
+from services.bff.listings import Listings
 from services.bff.metrics import BffMetrics
 from services.bff.ports import OrderSource
-from services.bff.tag_cache import StoredTags, TagCache
+from services.bff.tag_cache import StoredTags, TagCache, TagsRead
 from shared.answer import (
     ActualOrder,
     AnsweredOrder,
@@ -33,6 +34,7 @@ from shared.protocol.allowed_changes import (
 )
 from shared.protocol.force import ForceBudget
 from shared.protocol.interval import IntervalRules, polling_interval_ms
+from shared.protocol.list_tags import within_created_grace
 from shared.protocol.need_request import (
     CacheState,
     TagTimings,
@@ -42,7 +44,7 @@ from shared.protocol.need_request import (
 from shared.protocol.ordering import canonical_key, merge_orders
 from shared.protocol.tags import part_content, refetch_phase
 from shared.upstream_wire import SourceOrder, SourceResponse
-from shared.wire import OrderKey
+from shared.wire import USER_HEADER, ListKey, OrderKey
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,15 @@ class LookResult:
     due_at_ms: int | None = None
     # the current policy version of each queried service served
     policy_versions: dict[str, str] = field(default_factory=dict)
+    # a known order its source does not list yet is kept stale (the created grace): the
+    # source lags, so a waiting poll answers at once instead of waiting
+    source_lagging: bool = False
+
+    @property
+    def cannot_wait(self) -> bool:
+        """A waiting poll answers this look at once: the tag cache or a source is unavailable
+        or lagging, so no wake-up can be trusted to come."""
+        return self.degraded or self.source_lagging
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,12 @@ class EngineConfig:
     timings: TagTimings
     interval: IntervalRules
     force_per_order_per_minute: int = 6
+    # sources whose policy says list_tags are answered from kept answers (off: always asked)
+    list_tags: bool = True
+    # a kept source answer stands for the source this long at most
+    list_max_age_ms: int = 30_000
+    # a known order its source does not list stays (stale) this long after its tags were made
+    created_grace_ms: int = 10_000
 
 
 def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:
@@ -100,6 +117,7 @@ class OrdersStateEngine:
         self.overload = overload
         self.rng = rng or random.Random()
         self.force_budget = ForceBudget(config.force_per_order_per_minute)
+        self.listings = Listings(tag_cache, metrics, max_age_ms=config.list_max_age_ms)
 
     def _capabilities(self, service: str) -> tuple[str, ...]:
         served = self.policy.services.get(service)
@@ -134,10 +152,18 @@ class OrdersStateEngine:
             answers[service] = result
         return answers
 
-    async def _stored_tags(self, keys: list[OrderKey]) -> StoredTags | None:
-        stored = await self.tag_cache.get(keys)
-        if stored is None:
+    async def _stored_tags(self, keys: list[OrderKey], read: TagsRead | None) -> StoredTags | None:
+        """The tags of the orders the sources listed: those the poll's first read had, and
+        the rest read now (a new order); None when the tag cache is unavailable."""
+        if read is None:
             return None
+        stored: StoredTags = {key: read.tags[key] for key in keys if key in read.tags}
+        unread = [key for key in keys if key not in read.tags]
+        if unread:
+            more = await self.tag_cache.get(unread)
+            if more is None:
+                return None
+            stored.update(more)
         # every non-static part gets a content tag before the answer, so a part fetched right
         # after this poll is issued a tag that stays valid: all of them for a new or expired
         # order, and a part its hash lacks (one a new policy version added, or fields moved
@@ -230,7 +256,28 @@ class OrdersStateEngine:
     async def _look(
         self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
     ) -> LookResult:
-        sources = await self._query_sources(services, headers)
+        # the checked user id (services.bff.requests): a kept answer is read for it alone
+        user_id = headers.get(USER_HEADER)
+        listed_services = [
+            s
+            for s in services
+            if user_id
+            and self.config.list_tags
+            and s in self.sources
+            and self.policy.services[s].list_tags
+        ]
+        # one order_tags call: the known orders' tags, and the lists' tags and kept answers
+        read = await self.tag_cache.read(
+            [k.key for k in known if k.order.service in self.sources],
+            [ListKey(service, user_id) for service in listed_services if user_id],
+        )
+        kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
+        asked = await self._query_sources([s for s in services if s not in kept], headers)
+        if user_id:
+            self.listings.keep(
+                user_id, read, {s: a for s, a in asked.items() if s in listed_services}
+            )
+        sources: dict[str, SourceResponse | None] = {**asked, **kept}
         available = {service: result for service, result in sources.items() if result is not None}
 
         listed = sorted(
@@ -238,7 +285,7 @@ class OrdersStateEngine:
             key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
         )
         keys = [OrderKey(service, order.orderid) for service, order in listed]
-        stored = await self._stored_tags(keys)
+        stored = await self._stored_tags(keys, read)
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
         known_by_key = {k.key: k for k in known}
@@ -257,11 +304,25 @@ class OrdersStateEngine:
         actual: list[AnsweredOrder] = [order for order, _ in decided]
         due_at_ms = min((due for _, due in decided if due is not None), default=None)
 
-        # a known order of an unavailable service stays, as the client knew it
+        # a known order of an unavailable service stays, as the client knew it; so does one
+        # its source does not list yet, for a grace after its tags were made
+        listed_keys = set(keys)
+        lagging = {
+            k.key
+            for k in known
+            if k.order.service in available
+            and k.key not in listed_keys
+            and read is not None
+            # the user's own order alone: naming another's id reveals nothing
+            and read.owners.get(k.key) == user_id
+            and within_created_grace(
+                read.created_ms.get(k.key), now_ms=now_ms, grace_ms=self.config.created_grace_ms
+            )
+        }
         stale: list[AnsweredOrder] = [
             _stale_order(k, self._capabilities(k.order.service))
             for k in known
-            if k.order.service not in available
+            if k.order.service not in available or k.key in lagging
         ]
         for order in stale:
             # a name the client made up is no label: metrics stay bounded
@@ -297,4 +358,5 @@ class OrdersStateEngine:
             degraded=degraded,
             due_at_ms=due_at_ms,
             policy_versions=self.policy_versions(services),
+            source_lagging=bool(lagging),
         )

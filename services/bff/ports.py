@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from shared.upstream_wire import SourceResponse
-from shared.wire import OrderKey, OrderParts
+from shared.wire import ListKey, OrderKey, OrderParts, TagsGetResponse
 
 
 class FetchOutcome(StrEnum):
@@ -50,6 +50,25 @@ class PartUpstream(Protocol):
 
 class TagStore(Protocol):
     """order_tags as the core uses it; raises shared.errors.OrderTagsUnavailable."""
+
+    async def read(
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey] = (),
+        *,
+        deadline_s: float | None = None,
+    ) -> TagsGetResponse: ...
+
+    async def keep_answer(
+        self,
+        service: str,
+        user_id: str,
+        tag: str,
+        answer: dict[str, Any],
+        *,
+        max_age_ms: int,
+        deadline_s: float | None = None,
+    ) -> None: ...
 
     async def get(
         self, orders: Sequence[OrderKey], *, deadline_s: float | None = None

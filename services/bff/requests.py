@@ -7,9 +7,7 @@ from aiohttp import web
 
 from shared.errors import Unauthorized
 from shared.web import request_id
-from shared.wire import checked_user_id
-
-USER_HEADER = "X-Yandex-UID"
+from shared.wire import USER_HEADER, checked_user_id
 
 
 def require_user(request: web.Request) -> str:

@@ -162,11 +162,15 @@ def engine_ctx(settings: BffSettings) -> CleanupContext:
                 timings=protocol.timings(),
                 interval=protocol.interval_rules(policy),
                 force_per_order_per_minute=protocol.force_per_order_per_minute,
+                list_tags=protocol.list_tags,
+                list_max_age_ms=int(protocol.list_max_age_s * 1000),
+                created_grace_ms=int(protocol.created_grace_s * 1000),
             ),
             app[BFF_METRICS],
             overload=needs(app, ADMISSION, "the engine").overload,
         )
         yield
+        await app[ENGINE].listings.drain()
 
     return ctx
 

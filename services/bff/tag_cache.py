@@ -6,16 +6,31 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from services.bff.metrics import BffMetrics
 from services.bff.ports import TagStore
 from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.need_request import CACHE_UP, CacheState
-from shared.wire import MAX_BATCH, OrderKey, OrderParts
+from shared.wire import MAX_BATCH, ListEntry, ListKey, OrderKey, OrderParts
 
 StoredTags = dict[OrderKey, dict[str, str] | None]
+
+
+@dataclass
+class TagsRead:
+    """One read of the tag cache: the orders' tags, when each order's first tag was written,
+    and each queried service's list entry (its list tag, its kept answer)."""
+
+    tags: StoredTags
+    created_ms: dict[OrderKey, int]
+    lists: dict[str, ListEntry]
+    # whose order each is, where its first writer said
+    owners: dict[OrderKey, str] = field(default_factory=dict)
+
+
 T = TypeVar("T")
 
 
@@ -54,8 +69,14 @@ class TagCache:
             self.unavailable_since_ms = int(self.wall_clock() * 1000)
 
     async def get(self, orders: Sequence[OrderKey]) -> StoredTags | None:
-        if not orders:
-            return {}
+        read = await self.read(orders, [])
+        return read.tags if read is not None else None
+
+    async def read(self, orders: Sequence[OrderKey], lists: Sequence[ListKey]) -> TagsRead | None:
+        """The orders' tags, and the lists' tags with their kept answers, in one call (one per
+        hundred orders); None when the cache is unavailable."""
+        if not orders and not lists:
+            return TagsRead({}, {}, {})
         if not self.circuit.allow(self.clock()):
             self.metrics.tag_cache.labels("circuit_open").inc()
             self._unavailable()
@@ -63,7 +84,10 @@ class TagCache:
         try:
             # a user with more orders than one call takes: batches within the limit, together
             chunks = await asyncio.gather(
-                *(self.client.get(chunk) for chunk in batched(orders, MAX_BATCH))
+                *(
+                    self.client.read(chunk, lists if index == 0 else ())
+                    for index, chunk in enumerate(batched(orders, MAX_BATCH) or [()])
+                )
             )
         except OrderTagsRejected:
             # the request was refused, the cache works: this poll degrades, nobody else's
@@ -84,7 +108,28 @@ class TagCache:
         self.unavailable_since_ms = None
         self.metrics.tag_cache.labels("ok").inc()
         self.metrics.circuit_open.set(0)
-        return {key: tags for chunk in chunks for key, tags in chunk.items()}
+        read = TagsRead({}, {}, {})
+        for chunk in chunks:
+            for order in chunk.orders:
+                key = OrderKey(order.service, order.orderid)
+                read.tags[key] = order.tags
+                if order.created_ms is not None:
+                    read.created_ms[key] = order.created_ms
+                if order.owner is not None:
+                    read.owners[key] = order.owner
+            for entry in chunk.lists:
+                read.lists[entry.service] = entry
+        return read
+
+    async def keep(
+        self, service: str, user_id: str, tag: str, answer: dict[str, Any], max_age_ms: int
+    ) -> None:
+        """Keep a source's answer under the list tag read before it was asked; a failure
+        only means the next poll asks the source again."""
+        try:
+            await self.client.keep_answer(service, user_id, tag, answer, max_age_ms=max_age_ms)
+        except OrderTagsUnavailable:
+            self.metrics.tag_cache.labels("keep_failed").inc()
 
     async def create_missing(
         self, missing: dict[OrderKey, list[str]]

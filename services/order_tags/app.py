@@ -51,4 +51,6 @@ def create_app(settings: OrderTagsSettings) -> web.Application:
     app.router.add_post("/v1/tags/create", handlers.create_tags)
     app.router.add_post("/v1/tags/bump", handlers.bump_tags)
     app.router.add_post("/v1/tags/delete", handlers.delete_tags)
+    app.router.add_post("/v1/lists/bump", handlers.bump_list)
+    app.router.add_post("/v1/lists/keep", handlers.keep_answer)
     return app

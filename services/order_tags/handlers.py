@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import time
+
 import msgspec
 from aiohttp import web
 
 from services.order_tags.keys import TAG_STORE
 from shared import wire
+from shared.errors import BadRequest
 from shared.web import json_response, read_json
 
 _get = msgspec.json.Decoder(wire.TagsGetRequest)
@@ -12,25 +15,70 @@ _set = msgspec.json.Decoder(wire.TagsSetRequest)
 _create = msgspec.json.Decoder(wire.TagsCreateRequest)
 _bump = msgspec.json.Decoder(wire.TagsBumpRequest)
 _delete = msgspec.json.Decoder(wire.TagsDeleteRequest)
+_bump_list = msgspec.json.Decoder(wire.ListBumpRequest)
+_keep = msgspec.json.Decoder(wire.ListKeepRequest)
+# a kept answer as stored (it was valid when kept)
+_kept = msgspec.json.Decoder(wire.KeptAnswer)
 
 
 async def get_tags(request: web.Request) -> web.Response:
     body = await read_json(request, _get)
-    stored = await request.app[TAG_STORE].get_many(body.orders)
+    stored, listed = await request.app[TAG_STORE].read(body.orders, body.lists)
     return json_response(
         wire.TagsGetResponse(
             orders=[
-                wire.OrderTags(order.service, order.orderid, tags)
-                for order, tags in zip(body.orders, stored, strict=True)
-            ]
+                wire.OrderTags(order.service, order.orderid, tags, created_ms, owner)
+                for order, (tags, created_ms, owner) in zip(body.orders, stored, strict=True)
+            ],
+            lists=[
+                wire.ListEntry(one.service, one.user_id, tag, _kept.decode(kept) if kept else None)
+                for one, (tag, kept) in zip(body.lists, listed, strict=True)
+            ],
         )
     )
+
+
+def _kept_answer(stored: str | None) -> wire.KeptAnswer | None:
+    """A kept answer as stored; one that does not decode (written by another version) is
+    as good as none: the source is asked."""
+    if not stored:
+        return None
+    try:
+        return _kept.decode(stored)
+    except msgspec.DecodeError:
+        return None
+
+
+async def bump_list(request: web.Request) -> web.Response:
+    body = await read_json(request, _bump_list)
+    tag = await request.app[TAG_STORE].bump_list(body.service, body.user_id)
+    return json_response(wire.ListBumpResponse(body.service, body.user_id, tag))
+
+
+async def keep_answer(request: web.Request) -> web.Response:
+    body = await read_json(request, _keep)
+    answer = wire.encode(body.answer)
+    if len(answer) > wire.MAX_KEPT_ANSWER_BYTES:
+        raise BadRequest(
+            f"the answer is {len(answer)} bytes; at most {wire.MAX_KEPT_ANSWER_BYTES} are kept",
+            code="answer_too_large",
+        )
+    wire.check_depth(body.answer, "answer")
+    kept = wire.KeptAnswer(body.tag, int(time.time() * 1000), msgspec.Raw(answer))
+    await request.app[TAG_STORE].keep_answer(
+        body.service, body.user_id, wire.encode(kept), body.max_age_ms / 1000
+    )
+    return json_response(wire.ListKeepResponse(kept=True))
 
 
 async def set_tags(request: web.Request) -> web.Response:
     body = await read_json(request, _set)
     stored = await request.app[TAG_STORE].set(
-        body.service, body.orderid, body.tags, only_if_absent=body.only_if_absent
+        body.service,
+        body.orderid,
+        body.tags,
+        only_if_absent=body.only_if_absent,
+        owner=body.user_id,
     )
     return json_response(wire.TagsWriteResponse(body.service, body.orderid, stored))
 

@@ -10,8 +10,8 @@ from redis.exceptions import RedisError
 
 from shared.errors import RedisUnavailable
 from shared.protocol.tags import new_content_tag
-from shared.redis import RedisClient, tags_key
-from shared.wire import OrderKey
+from shared.redis import RedisClient, kept_answer_key, list_key, tags_key
+from shared.wire import ListKey, OrderKey
 
 T = TypeVar("T")
 
@@ -22,13 +22,24 @@ T = TypeVar("T")
 # (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
 # not for a write that changed nothing (a missing tag created twice, the same tag set again).
 SET_TAGS_SCRIPT = """
+local CREATED_FIELD = "_created"
+local OWNER_FIELD = "_owner"
 local only_if_absent = ARGV[2] == "1"
 local changed = {}
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   local old = redis.call("HGET", KEYS[1], ARGV[i])
   if old ~= ARGV[i + 1] and not (only_if_absent and old) then
     redis.call("HSET", KEYS[1], ARGV[i], ARGV[i + 1])
     changed[#changed + 1] = ARGV[i]
+  end
+end
+if #changed > 0 then
+  -- when the order's first tag was written: a just-created order its source does not list
+  -- yet is kept (stale) for a grace after it
+  local now = redis.call("TIME")
+  redis.call("HSETNX", KEYS[1], CREATED_FIELD, tostring(now[1] * 1000 + math.floor(now[2] / 1000)))
+  if ARGV[4] ~= "" then
+    redis.call("HSETNX", KEYS[1], OWNER_FIELD, ARGV[4])
   end
 end
 redis.call("EXPIRE", KEYS[1], ARGV[1])
@@ -48,6 +59,35 @@ return deleted
 """
 
 
+# KEYS[1]: a user's list tag; ARGV: the new tag, ttl, publish (0/1). Published on the list's
+# channel (its key's name: sharded like the key).
+BUMP_LIST_SCRIPT = """
+redis.call("SET", KEYS[1], ARGV[1], "EX", ARGV[2])
+if ARGV[3] == "1" then
+  redis.call("SPUBLISH", KEYS[1], "list")
+end
+return 1
+"""
+
+CREATED_FIELD = "_created"
+OWNER_FIELD = "_owner"
+# an order's parts → content tags, when its first tag was written, whose order it is
+StoredOrder = tuple[dict[str, str] | None, int | None, str | None]
+
+
+def split_created(
+    stored: dict[str, str] | None,
+) -> tuple[dict[str, str] | None, int | None, str | None]:
+    """An order's hash as parts → content tags, when its first tag was written, and whose
+    order it is (when the writer said)."""
+    if not stored:
+        return None, None, None
+    created = stored.pop(CREATED_FIELD, None)
+    owner = stored.pop(OWNER_FIELD, None)
+    created_ms = int(created) if created is not None and created.isdigit() else None
+    return (stored or None), created_ms, owner
+
+
 class TagStore:
     def __init__(
         self, redis: RedisClient, *, ttl_s: int, deadline_s: float, publish: bool = True
@@ -59,6 +99,7 @@ class TagStore:
         self.publish = publish
         self._set_script = redis.register_script(SET_TAGS_SCRIPT)
         self._delete_script = redis.register_script(DELETE_TAGS_SCRIPT)
+        self._bump_list_script = redis.register_script(BUMP_LIST_SCRIPT)
 
     async def _run(self, operation: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -69,28 +110,76 @@ class TagStore:
 
     async def get_many(self, orders: Sequence[OrderKey]) -> list[dict[str, str] | None]:
         """All orders' tags in one pipeline: one round trip for the whole batch."""
+        stored, _ = await self.read(orders, [])
+        return [tags for tags, _, _ in stored]
 
-        async def operation() -> list[dict[str, str] | None]:
+    async def read(
+        self, orders: Sequence[OrderKey], lists: Sequence[ListKey]
+    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]]]:
+        """The orders' tags (and when each order's first tag was written), and each list's
+        tag (made now when it has none) and kept answer, in one pipeline: one round trip per
+        shard. A list's tag and its kept answer share a hash tag: one shard."""
+
+        async def operation() -> tuple[list[StoredOrder], list[tuple[str, str | None]]]:
             pipe = self.redis.pipeline(transaction=False)
             for order in orders:
                 pipe.hgetall(tags_key(order.service, order.orderid))
-            results: list[dict[str, str]] = await pipe.execute()
-            return [tags or None for tags in results]
+            made = [new_content_tag() for _ in lists]
+            for one, tag in zip(lists, made, strict=True):
+                # the list tag, or this one if there is none: a source's answer is kept only
+                # under a tag read before the source is asked
+                pipe.set(list_key(one.service, one.user_id), tag, nx=True, get=True, ex=self.ttl_s)
+                pipe.get(kept_answer_key(one.service, one.user_id))
+            results = await pipe.execute()
+            tags = [split_created(stored) for stored in results[: len(orders)]]
+            rest = results[len(orders) :]
+            listed = [(rest[2 * i] or made[i], rest[2 * i + 1]) for i in range(len(lists))]
+            return tags, listed
 
         return await self._run(operation)
 
+    async def bump_list(self, service: str, user_id: str) -> str:
+        """A new list tag: what the source lists for the user changed. Published on the
+        list's channel, so polls waiting for the user wake."""
+        tag = new_content_tag()
+
+        async def operation() -> str:
+            key = list_key(service, user_id)
+            await self._bump_list_script(keys=[key], args=[tag, self.ttl_s, int(self.publish)])
+            return tag
+
+        return await self._run(operation)
+
+    async def keep_answer(self, service: str, user_id: str, kept: bytes, max_age_s: float) -> None:
+        """A source's answer (with the list tag it is kept under), for `max_age_s`."""
+
+        async def operation() -> None:
+            await self.redis.set(
+                kept_answer_key(service, user_id), kept, px=max(1, int(max_age_s * 1000))
+            )
+
+        await self._run(operation)
+
     async def set(
-        self, service: str, orderid: str, tags: Mapping[str, str], *, only_if_absent: bool
+        self,
+        service: str,
+        orderid: str,
+        tags: Mapping[str, str],
+        *,
+        only_if_absent: bool,
+        owner: str | None = None,
     ) -> dict[str, str]:
-        """Write just these parts and refresh the TTL, atomically; return what is stored now."""
+        """Write just these parts and refresh the TTL, atomically; return what is stored now.
+        `owner`: the user whose order it is, kept from the order's first write."""
         key = tags_key(service, orderid)
-        args: list[str | int] = [self.ttl_s, int(only_if_absent), int(self.publish)]
+        args: list[str | int] = [self.ttl_s, int(only_if_absent), int(self.publish), owner or ""]
         for part, content in tags.items():
             args += [part, content]
 
         async def operation() -> dict[str, str]:
             flat = await self._set_script(keys=[key], args=args)
-            return dict(zip(flat[::2], flat[1::2], strict=True))
+            tags, _, _ = split_created(dict(zip(flat[::2], flat[1::2], strict=True)))
+            return tags or {}
 
         return await self._run(operation)
 
@@ -105,12 +194,15 @@ class TagStore:
         async def operation() -> list[dict[str, str]]:
             pipe = self.redis.pipeline(transaction=False)
             for order, parts in orders:
-                args: list[str | int] = [self.ttl_s, 1, int(self.publish)]
+                args: list[str | int] = [self.ttl_s, 1, int(self.publish), ""]
                 for part in parts:
                     args += [part, new_content_tag(created=True)]
                 pipe.eval(SET_TAGS_SCRIPT, 1, tags_key(order.service, order.orderid), *args)
             results: list[list[str]] = await pipe.execute()
-            return [dict(zip(flat[::2], flat[1::2], strict=True)) for flat in results]
+            return [
+                split_created(dict(zip(flat[::2], flat[1::2], strict=True)))[0] or {}
+                for flat in results
+            ]
 
         return await self._run(operation)
 

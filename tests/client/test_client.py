@@ -126,6 +126,9 @@ async def test_after_a_user_change_force_unlocks_as_soon_as_the_version_appears(
     assert client._known()[0].get("force") is None  # no force once seen
 
 
+# the source is asked on every poll (list tags off): the test is about a source that fails
+# when asked, and with list tags an unchanged list is not asked at all
+@pytest.mark.parametrize("protocol", [protocol_for_tests(min_ttl_s=0, list_tags=False)])
 async def test_a_source_down_shows_a_stale_loader_and_recovery_moves_nothing(
     make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
 ):

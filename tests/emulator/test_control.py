@@ -14,6 +14,7 @@ from emulator.driver import Driver
 from emulator.keys import DRIVER, FEATURES
 from shared.redis import tags_key
 from tests.emulator_api import create_order, set_fault, stats
+from tests.helpers import stored_parts
 
 NON_STATIC_TAXI_PARTS = {"fast_info", "rarely_changed", "chat", "slow"}
 
@@ -63,7 +64,7 @@ async def test_a_new_order_gets_tags_for_its_non_static_parts(
     emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
     order = await create_order(emulator, unique)
-    tags = redis_sync.hgetall(tags_key("taxi", order["orderid"]))
+    tags = stored_parts(redis_sync, tags_key("taxi", order["orderid"]))
     assert set(tags) == NON_STATIC_TAXI_PARTS
     assert set(tags.values()) == {f"v{order['version']}"}
 

@@ -31,13 +31,27 @@ class FakeOrderTags:
         self.refuse = False
         self.calls: list[str] = []  # "get" / "set", in order
 
-    async def get(self, orders: Sequence[OrderKey]) -> dict[OrderKey, dict[str, str] | None]:
+    async def read(
+        self, orders: Sequence[OrderKey], lists: Sequence[wire.ListKey] = ()
+    ) -> wire.TagsGetResponse:
+        """Order tags only: this fake keeps no lists (no service of it opts in)."""
         self.calls.append("get")
         if self.down:
             raise OrderTagsUnavailable("fake order_tags is down")
         if self.refuse or len(orders) > wire.MAX_BATCH:  # as the real service: a 400
             raise OrderTagsRejected(f"fake order_tags: {len(orders)} orders in one batch")
-        return {key: dict(self.stored[key]) if key in self.stored else None for key in orders}
+        return wire.TagsGetResponse(
+            orders=[
+                wire.OrderTags(
+                    key.service, key.orderid, dict(self.stored[key]) if key in self.stored else None
+                )
+                for key in orders
+            ],
+            lists=[],
+        )
+
+    async def keep_answer(self, *args: object, **kwargs: object) -> None:
+        self.calls.append("keep")
 
     async def set(
         self, service: str, orderid: str, tags: dict[str, str], *, only_if_absent: bool = False

@@ -158,7 +158,7 @@ class WaitingPolls:
 
         def at_once(result: LookResult) -> WaitedAnswer:
             """The answer of a poll that will not wait (whatever the reason)."""
-            if result.degraded or not self._can_wait():
+            if result.cannot_wait or not self._can_wait():
                 cause = WaitCause.SHUTDOWN if self.shutting_down else WaitCause.UNAVAILABLE
                 return WaitedAnswer(result, cause)
             return WaitedAnswer(result, WaitCause.NEWS)
@@ -167,7 +167,7 @@ class WaitingPolls:
             return at_once(await look())
         if self.waiting >= self.config.max_waiting:
             result = await look()
-            if result.degraded or has_news(known_statuses, result.orders):
+            if result.cannot_wait or has_news(known_statuses, result.orders):
                 return at_once(result)
             interval_ms = shed_interval_ms(
                 result.interval_ms,
@@ -207,7 +207,7 @@ class WaitingPolls:
     ) -> WaitedAnswer:
         loop = asyncio.get_running_loop()
         result = await look()
-        if result.degraded or has_news(known_statuses, result.orders):
+        if result.cannot_wait or has_news(known_statuses, result.orders):
             return at_once(result)
         while True:
             if self.shutting_down:
@@ -242,7 +242,7 @@ class WaitingPolls:
             # cleared before looking again: a write during the next poll rings again
             waiter.event.clear()
             result = await look()
-            if result.degraded or not self._can_wait():
+            if result.cannot_wait or not self._can_wait():
                 return at_once(result)
             if has_news(known_statuses, result.orders):
                 return WaitedAnswer(result, WaitCause.WAKEUP)

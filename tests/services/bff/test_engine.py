@@ -70,7 +70,8 @@ async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_s
     assert isinstance(order, StaleOrder) and order.echo == {"note": "x"}
     assert order.need_request == [] and order.status == "cooking"
     assert result.allowed_changes[0].no_more_orders_reason == "service_unavailable"
-    assert tags.calls == []  # no actual order: nothing to read
+    # the poll's one read, before any source answers (the known orders' tags); no second
+    assert tags.calls == ["get"]
 
 
 async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
 from shared.redis import tags_key
+from tests.helpers import stored_parts
 from tests.services.order_tags.conftest import AUTH
 
 
@@ -26,13 +28,18 @@ async def test_set_then_get_returns_the_parts_in_one_batch(tags_client: TestClie
     assert resp.status == 200
     assert (await resp.json())["tags"] == {"fast_info": "v1", "chat": "c1"}
 
+    written_by = time.time() * 1000
     resp = await post(
         tags_client,
         "/v1/tags/get",
         {"orders": [{"service": "taxi", "orderid": o1}, {"service": "eats", "orderid": o2}]},
     )
     assert resp.status == 200
-    assert await resp.json() == {
+    answer = await resp.json()
+    # when the order's first tag was written: for the grace of a just-created order
+    created_ms = answer["orders"][0].pop("created_ms")
+    assert written_by - 5_000 <= created_ms <= written_by
+    assert answer == {
         "orders": [
             {"service": "taxi", "orderid": o1, "tags": {"fast_info": "v1", "chat": "c1"}},
             {"service": "eats", "orderid": o2, "tags": None},
@@ -48,7 +55,7 @@ async def test_key_is_a_cluster_hash_tag_over_service_and_order(
         "/v1/tags/set",
         {"service": "taxi", "orderid": unique, "tags": {"fast_info": "v1"}},
     )
-    assert redis_sync.hgetall(tags_key("taxi", unique)) == {"fast_info": "v1"}
+    assert stored_parts(redis_sync, tags_key("taxi", unique)) == {"fast_info": "v1"}
 
 
 async def test_set_updates_just_the_given_parts(tags_client: TestClient, unique: str):
@@ -179,7 +186,7 @@ async def test_a_call_without_the_right_token_is_401_and_writes_nothing(
     resp = await tags_client.post(path, json=body, headers=headers)
     assert resp.status == 401
     assert (await resp.json())["code"] == "unauthorized"
-    assert redis_sync.hgetall(tags_key("taxi", unique)) == {"fast_info": "kept"}
+    assert stored_parts(redis_sync, tags_key("taxi", unique)) == {"fast_info": "kept"}
 
 
 BAD_BODIES = [
@@ -210,7 +217,9 @@ BAD_BODIES = [
         + b",".join(b'"p%d": "v"' % i for i in range(33))
         + b"}}",
     ),
-    ("/v1/tags/get", b'{"orders": []}'),
+    ("/v1/tags/get", b'{"orders": [], "lists": [{"service": "taxi", "user_id": "a b"}]}'),
+    ("/v1/lists/bump", b'{"service": "taxi", "user_id": ""}'),
+    ("/v1/lists/keep", b'{"service": "taxi", "user_id": "u", "tag": "t", "answer": []}'),
     ("/v1/tags/get", b'{"orders": [{"service": "taxi"}]}'),
     ("/v1/tags/bump", b'{"service": "taxi", "orderid": "x", "parts": []}'),
     ("/v1/tags/bump", b'{"service": "taxi", "orderid": "x", "parts": ["Bad Part"]}'),
@@ -291,7 +300,7 @@ async def test_create_makes_missing_tags_for_many_orders_in_one_call_and_keeps_e
     # the feature's tag stays; the missing one is new and unique
     assert first["chat"] == "c1" and first["fast_info"] not in ("", "c1")
     assert set(second) == {"full_info"}
-    assert redis_sync.hgetall(tags_key("taxi", o1)) == first
-    assert redis_sync.hgetall(tags_key("eats", o2)) == second
+    assert stored_parts(redis_sync, tags_key("taxi", o1)) == first
+    assert stored_parts(redis_sync, tags_key("eats", o2)) == second
     # the write refreshes the TTL
     assert redis_sync.ttl(tags_key("taxi", o1)) > 5

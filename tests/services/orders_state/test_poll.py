@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 from aiohttp.test_utils import TestClient
 
+from services.bff.resources import ENGINE
 from services.bff.wire import MAX_SUPPORTED_SERVICES
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
@@ -16,6 +17,7 @@ from tests.helpers import (
     client_tag,
     poll,
     poll_one,
+    stored_parts,
 )
 
 
@@ -199,7 +201,7 @@ async def test_missing_tags_are_created_before_answering(
     orderid = await create_order_id(emulator, unique)
     redis_sync.delete(tags_key("taxi", orderid))  # expired
     await poll(orders_state, unique, {"supported_services": ["taxi"]})
-    stored = redis_sync.hgetall(tags_key("taxi", orderid))
+    stored = stored_parts(redis_sync, tags_key("taxi", orderid))
     assert set(stored) == {"fast_info", "rarely_changed", "chat", "slow"}
 
 
@@ -207,14 +209,30 @@ async def test_one_order_tags_call_per_poll_whatever_the_number_of_orders(
     orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
     ids = [await create_order_id(emulator, unique, service) for service in ("taxi", "taxi", "eats")]
-    await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})  # tags exist now
+    supported = {"supported_services": ["taxi", "eats"]}
+    _, first, _ = await poll(orders_state, unique, supported)  # tags exist now, answers kept
+    await orders_state.server.app[ENGINE].listings.drain()
+    known = [{k: o[k] for k in ("orderid", "service", "status", "tags")} for o in first["orders"]]
+    source_calls = (await stats(emulator))["calls"]
     redis_sync.config_resetstat()
-    _, body, _ = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
+    _, body, _ = await poll(orders_state, unique, {"known_orders": known, **supported})
     assert sorted(o["orderid"] for o in body["orders"]) == sorted(ids)
     commandstats = redis_sync.info("commandstats")
+    # one pipeline: the three orders' tags, and each list's tag (SET NX GET) and kept answer
     assert commandstats["cmdstat_hgetall"]["calls"] == 3
-    # one pipeline: nothing else reached Redis
-    assert set(commandstats) <= {"cmdstat_hgetall", "cmdstat_info", "cmdstat_config|resetstat"}
+    assert commandstats["cmdstat_set"]["calls"] == commandstats["cmdstat_get"]["calls"] == 2
+    assert set(commandstats) <= {
+        "cmdstat_hgetall",
+        "cmdstat_set",
+        "cmdstat_get",
+        "cmdstat_info",
+        "cmdstat_config|resetstat",
+    }
+    # and nothing new: no order source was asked
+    after = (await stats(emulator))["calls"]
+    assert {k: v for k, v in after.items() if k.startswith("source:")} == {
+        k: v for k, v in source_calls.items() if k.startswith("source:")
+    }
 
 
 async def test_headers_are_forwarded_to_the_sources(
@@ -231,10 +249,11 @@ async def test_headers_are_forwarded_to_the_sources(
     )
     served = await stats(emulator)
     assert served["recent"]["source:eats"][-1]["headers"] == headers
+    # another user (the first one's list is kept: its source would not be asked again)
     await orders_state.post(
         "/mlutp/v1/orders/state",
         json={"supported_services": ["eats"]},
-        headers={"X-Yandex-UID": unique},
+        headers={"X-Yandex-UID": f"{unique}-2"},
     )
     served = await stats(emulator)
     assert len(served["recent"]["source:eats"][-1]["headers"]["X-Request-Id"]) == 32

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
 from tests.emulator_api import create_order_id, set_fault, stats
-from tests.helpers import POLICY, poll
+from tests.helpers import POLICY, MakeApp, poll
+
+
+@pytest.fixture
+async def orders_state(make_orders_state: MakeApp) -> TestClient:
+    """Every source asked on every poll (list tags off): these tests are about a source that
+    fails when it is asked. With list tags an unchanged list is answered from the answer kept
+    under its tag, and the source is not asked at all (tests/services/orders_state/
+    test_list_tags.py)."""
+    return await make_orders_state(protocol={"list_tags": False})
 
 
 async def shown_orders(orders_state: TestClient, user: str) -> list[dict]:
@@ -118,9 +128,10 @@ async def test_another_users_order_ids_reveal_nothing(
     ]
     _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
     assert body["orders"] == []
-    # with the source down, the attacker only gets back what it sent itself
+    # with the source down, the attacker only gets back what it sent itself (an attacker
+    # whose list was never kept: the source is asked)
     await set_fault(emulator, "source:eats", "down")
-    _, body, _ = await poll(orders_state, f"{unique}-b", {"known_orders": guessed})
+    _, body, _ = await poll(orders_state, f"{unique}-c", {"known_orders": guessed})
     [stale] = body["orders"]
     assert stale == {
         **guessed[1],
