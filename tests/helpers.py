@@ -157,6 +157,21 @@ async def stack_on(
 ) -> tuple[TestClient, TestClient]:
     """order_tags, the emulator and orders_state on this Redis (or cluster): the emulator's
     client and orders_state's."""
+    emulator, [orders_state] = await replicas_on(
+        aiohttp_client, aiohttp_server, settings, 1, **state_settings
+    )
+    return emulator, orders_state
+
+
+async def replicas_on(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    settings: RedisSettings,
+    replicas: int,
+    **state_settings: Any,
+) -> tuple[TestClient, list[TestClient]]:
+    """order_tags, the emulator and `replicas` orders_state processes on this Redis (or
+    cluster): the emulator's client and each orders_state's."""
     tags_server = await aiohttp_server(
         create_order_tags(OrderTagsSettings(port=0, service_token=TEST_TOKEN, redis=settings))
     )
@@ -169,7 +184,7 @@ async def stack_on(
     )
     return (
         await aiohttp_client(emulator_server),
-        await aiohttp_client(create_orders_state(orders_state)),
+        [await aiohttp_client(create_orders_state(orders_state)) for _ in range(replicas)],
     )
 
 

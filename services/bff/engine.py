@@ -137,6 +137,13 @@ class OrdersStateEngine:
         rules = self.policy.launch_rules
         return [rule for service in services if service in rules for rule in rules[service]]
 
+    def listed_services(self, services: Sequence[str], user_id: str | None) -> list[str]:
+        """The queried services whose sources bump list tags: their answers are kept, their
+        list channels wake waiting polls."""
+        if not user_id or not self.config.list_tags:
+            return []
+        return [s for s in services if s in self.sources and self.policy.services[s].list_tags]
+
     async def _query_sources(
         self, services: Sequence[str], headers: dict[str, str]
     ) -> dict[str, SourceResponse | None]:
@@ -258,14 +265,7 @@ class OrdersStateEngine:
     ) -> LookResult:
         # the checked user id (services.bff.requests): a kept answer is read for it alone
         user_id = headers.get(USER_HEADER)
-        listed_services = [
-            s
-            for s in services
-            if user_id
-            and self.config.list_tags
-            and s in self.sources
-            and self.policy.services[s].list_tags
-        ]
+        listed_services = self.listed_services(services, user_id)
         # one order_tags call: the known orders' tags, and the lists' tags and kept answers
         read = await self.tag_cache.read(
             [k.key for k in known if k.order.service in self.sources],

@@ -31,7 +31,8 @@ from services.orders_state.waiting.shard import Waiter
 from services.orders_state.waiting.wakeups import TagWakeups
 from shared.errors import Overloaded
 from shared.protocol.waiting import has_news, shed_interval_ms, wait_budget_ms
-from shared.wire import OrderKey
+from shared.redis import list_channel, tags_channel
+from shared.wire import USER_HEADER, OrderKey
 
 log = logging.getLogger("mlutp.waiting")
 
@@ -185,7 +186,10 @@ class WaitingPolls:
                 try:
                     # listen before the first look at the tags: a write from then on rings
                     waiter = await stack.enter_async_context(
-                        self.wakeups.watch([k.key for k in known], self.config.subscribe_deadline_s)
+                        self.wakeups.watch(
+                            self._channels(known, services, headers),
+                            self.config.subscribe_deadline_s,
+                        )
                     )
                 except (RedisError, OSError, TimeoutError) as exc:
                     log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
@@ -196,6 +200,20 @@ class WaitingPolls:
         finally:
             self.waiting -= 1
             self.metrics.waiting.dec()
+
+    def _channels(
+        self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
+    ) -> list[str]:
+        """The known orders' channels (a part changed) and the user's list channels of the
+        services with list tags (an order created elsewhere, finished, moved by its source)."""
+        user_id = headers.get(USER_HEADER)
+        channels = [tags_channel(k.order.service, k.order.orderid) for k in known]
+        if user_id:
+            channels += [
+                list_channel(service, user_id)
+                for service in self.engine.listed_services(services, user_id)
+            ]
+        return channels
 
     async def _wait(
         self,

@@ -24,8 +24,7 @@ from redis.exceptions import RedisError
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME, Shard, Waiter
 from shared.config import RedisSettings
-from shared.redis import RedisClient, create_redis, tags_channel
-from shared.wire import OrderKey
+from shared.redis import RedisClient, create_redis
 
 log = logging.getLogger("mlutp.wakeups")
 
@@ -116,12 +115,11 @@ class TagWakeups:
         return self.shards[""]
 
     @contextlib.asynccontextmanager
-    async def watch(self, orders: Sequence[OrderKey], deadline_s: float) -> AsyncIterator[Waiter]:
-        """Listen on the orders' channels. The subscriptions are confirmed by Redis before
-        this yields, so a tag write from then on rings the waiter; ConnectionError or
-        TimeoutError when they cannot be within `deadline_s`."""
+    async def watch(self, channels: Sequence[str], deadline_s: float) -> AsyncIterator[Waiter]:
+        """Listen on these channels (orders' and users' lists'). The subscriptions are
+        confirmed by Redis before this yields, so a write from then on rings the waiter;
+        ConnectionError or TimeoutError when they cannot be within `deadline_s`."""
         waiter = Waiter()
-        channels = [tags_channel(order.service, order.orderid) for order in orders]
         for channel in channels:
             self.waiters[channel].add(waiter)
             self.idle_since.pop(channel, None)

@@ -1,0 +1,225 @@
+"""List tags on real processes (docs/protocol.md: List tags; A just-created order the source
+does not list yet): a poll with nothing new asks no order source, a change of what a source
+lists is seen at once and wakes a held poll, a kept answer is read for its own user alone,
+and with the tag store down every source is asked again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+import redis
+from aiohttp.test_utils import TestClient, TestServer
+
+from services.bff.resources import ENGINE
+from shared.config import RedisSettings
+from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
+from shared.redis import list_key
+from tests.conftest import TEST_TOKEN
+from tests.emulator_api import advance, create_order_id
+from tests.helpers import MakeApp, all_tags, held, poll, replicas_on, stack_on
+
+SUPPORTED = ["taxi", "eats", "grocery"]
+
+
+async def source_calls(emulator: TestClient, user: str) -> int:
+    """Order source calls the emulator served for this user."""
+    resp = await emulator.get("/emulator/v1/stats", params={"user_id": user})
+    assert resp.status == 200
+    served: dict[str, int] = (await resp.json())["calls"]
+    return sum(count for target, count in served.items() if target.startswith("source:"))
+
+
+def caught_up(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The known orders of a client that holds everything the answer gave it."""
+    return [{k: o[k] for k in ("orderid", "service", "status", "tags")} for o in answer["orders"]]
+
+
+async def settled(client: TestClient) -> None:
+    """Until the answers the last poll is keeping are written."""
+    await client.server.app[ENGINE].listings.drain()
+
+
+async def test_polls_with_nothing_new_ask_no_order_source(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    await create_order_id(emulator, unique, "eats")
+    _, first, _ = await poll(orders_state, unique, {"supported_services": SUPPORTED})
+    await settled(orders_state)
+    before = await source_calls(emulator, unique)
+    assert before == len(SUPPORTED)  # the first poll asked each source once
+    body = {"known_orders": caught_up(first), "supported_services": SUPPORTED}
+    for _ in range(5):
+        status, answer, _ = await poll(orders_state, unique, body)
+        assert status == 200
+        assert [o["update_status"] for o in answer["orders"]] == ["actual", "actual"]
+        assert answer["allowed_changes"] == first["allowed_changes"]
+    assert await source_calls(emulator, unique) == before
+
+
+async def test_a_status_change_is_seen_on_the_next_poll(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, "taxi", status="driving")
+    _, first, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    await settled(orders_state)
+    await advance(emulator, "taxi", orderid)  # waiting: the source bumps the list tag
+    _, answer, _ = await poll(
+        orders_state, unique, {"known_orders": caught_up(first), "supported_services": ["taxi"]}
+    )
+    [order] = answer["orders"]
+    assert order["status"] == "waiting"
+
+
+async def test_a_kept_answer_is_never_read_for_another_user(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    victim, other = f"{unique}-a", f"{unique}-b"
+    await create_order_id(emulator, victim, "taxi", status="driving")
+    _, answer, _ = await poll(orders_state, victim, {"supported_services": ["taxi"]})
+    assert len(answer["orders"]) == 1
+    await settled(orders_state)
+    _, answer, _ = await poll(orders_state, other, {"supported_services": ["taxi"]})
+    assert answer["orders"] == []
+    # the other user's own source was asked, not the victim's kept answer taken
+    assert await source_calls(emulator, other) == 1
+
+
+async def test_with_the_tag_store_down_every_poll_asks_the_sources(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0, socket_timeout_s=1.0)
+    emulator, client = await stack_on(aiohttp_client, aiohttp_server, settings)
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    _, first, _ = await poll(client, unique, {"supported_services": ["taxi"]})
+    await settled(client)
+    body = {"known_orders": caught_up(first), "supported_services": ["taxi"]}
+    _, _, _ = await poll(client, unique, body)
+    asked = await source_calls(emulator, unique)
+    assert asked == 1  # the kept answer stood for the source
+    own_redis.stop()
+    for _ in range(3):
+        status, answer, _ = await poll(client, unique, body)
+        assert status == 200 and answer["orders"][0]["update_status"] == "actual"
+    assert await source_calls(emulator, unique) == asked + 3
+
+
+async def test_an_order_created_elsewhere_wakes_a_held_poll_within_a_second(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    redis_settings: RedisSettings,
+    order_tags_server: TestServer,
+    emulator: TestClient,
+    emulator_server: TestServer,
+    make_orders_state: MakeApp,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    client = await make_orders_state(redis=redis_settings)
+    orderid = await create_order_id(emulator, unique, "taxi", status="driving")
+    await poll(client, unique, {"supported_services": SUPPORTED})
+    await settled(client)
+    # a client holding every part as stored: nothing new, so the poll is held
+    tags = all_tags(redis_sync, orderid, age_ms=60_000)
+    known = [{"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}]
+    body = {"known_orders": known, "supported_services": SUPPORTED, "wait_ms": 20_000}
+    waiting = asyncio.create_task(poll(client, unique, body))
+    await held(client, waiting)
+    started = time.monotonic()
+    created = await create_order_id(emulator, unique, "eats")  # on another device
+    _, answer, _ = await waiting
+    assert time.monotonic() - started < 1.0
+    assert created in [o["orderid"] for o in answer["orders"]]
+
+
+async def tags_of_a_new_order(order_tags: TestServer, orderid: str, owner: str) -> None:
+    """The order is made (its tags written, naming its user) and its source does not list
+    it yet: a lagging source, as a real one can be for a moment after the creating call."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            str(order_tags.make_url("/v1/tags/set")),
+            json={
+                "service": "taxi",
+                "orderid": orderid,
+                "tags": {"fast_info": "v1"},
+                "user_id": owner,
+            },
+            headers={"Authorization": f"Bearer {TEST_TOKEN}"},
+        ) as resp,
+    ):
+        assert resp.status == 200
+
+
+@pytest.mark.parametrize("grace_s", [10.0, 0.0])
+async def test_a_just_created_order_the_source_does_not_list_yet_stays_for_the_grace(
+    make_orders_state: MakeApp, order_tags_server: TestServer, unique: str, grace_s: float
+):
+    client = await make_orders_state(protocol={"created_grace_s": grace_s})
+    orderid = f"{unique}-new"
+    await tags_of_a_new_order(order_tags_server, orderid, owner=unique)
+    known = {"orderid": orderid, "service": "taxi", "status": "searching", "tags": {}, "x": 1}
+    _, answer, _ = await poll(client, unique, {"known_orders": [known]})
+    if grace_s:
+        [order] = answer["orders"]
+        assert order["update_status"] == "stale" and order["x"] == 1
+    else:
+        assert answer["orders"] == []  # past the grace: finished
+    # another user naming the id learns nothing: it is dropped as for any unknown id
+    _, answer, _ = await poll(client, f"{unique}-other", {"known_orders": [known]})
+    assert answer["orders"] == []
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    cluster = EmbeddedRedisCluster(masters=3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+async def test_on_a_cluster_list_channels_wake_polls_held_on_two_replicas(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    cluster: EmbeddedRedisCluster,
+    unique: str,
+):
+    settings = RedisSettings(
+        cluster_nodes=cluster.startup_nodes,
+        command_deadline_s=2.0,
+        socket_timeout_s=1.0,
+        connect_timeout_s=1.0,
+    )
+    emulator, replicas = await replicas_on(aiohttp_client, aiohttp_server, settings, 2)
+    sync = redis.RedisCluster.from_url(
+        f"redis://{cluster.startup_nodes.split(',')[0]}", decode_responses=True
+    )
+    users = [f"{unique}-{i}" for i in range(6)]
+    try:
+        shards = {sync.get_node_from_key(list_key("eats", user)).name for user in users}
+    finally:
+        sync.close()
+    assert len(shards) > 1  # the users' list channels are spread over the shards
+    polls = []
+    for index, user in enumerate(users):
+        replica = replicas[index % len(replicas)]
+        _, answer, _ = await poll(replica, user, {"supported_services": ["eats"]})
+        assert answer["orders"] == []
+        body = {"supported_services": ["eats"], "wait_ms": 20_000}
+        polls.append((replica, asyncio.create_task(poll(replica, user, body))))
+        await held(replica, polls[-1][1], index // len(replicas) + 1)
+    for user in users:
+        await create_order_id(emulator, user, "eats")  # elsewhere: the list channel wakes
+    for _, task in polls:
+        _, answer, _ = await task
+        assert len(answer["orders"]) == 1
