@@ -31,8 +31,6 @@ from client.timing import next_poll
 from client.transport import ClientStats, Replicas, Transport
 from client.view import Views
 
-__all__ = ["ClientOptions", "MlutpClient"]
-
 
 class MlutpClient:
     def __init__(
@@ -203,8 +201,10 @@ class MlutpClient:
     async def _poll(
         self, replicas: Replicas, path: str, body: dict[str, Any], extra_timeout_s: float = 0
     ) -> dict[str, Any] | None:
-        """A poll (launch or orders/state): its answer, and from it when to poll next."""
-        reply = await self.transport.post(replicas, path, body, extra_timeout_s=extra_timeout_s)
+        """A poll (revalidated by its ETag): its answer, and from it when to poll next."""
+        reply = await self.transport.post(
+            replicas, path, body, extra_timeout_s=extra_timeout_s, revalidate=path
+        )
         if reply.status:
             self.stats.poll_latencies.append(reply.elapsed_s)
         self.interval_s, self.poll_again_at_once = next_poll(

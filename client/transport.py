@@ -4,6 +4,7 @@ It decides nothing of the protocol: what an answer means is the caller's."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -106,6 +107,9 @@ class Transport:
         self.headers = {"X-Yandex-UID": user_id, "User-Agent": user_agent}
         self.timeout_s = timeout_s
         self.stats = stats
+        # per kind of request revalidated: the last answer's ETag and body (HTTP's
+        # conditional request: the server answers 304 when the body would be the same)
+        self._validated: dict[str, tuple[str, dict[str, Any]]] = {}
 
     async def post(
         self,
@@ -114,23 +118,45 @@ class Transport:
         body: dict[str, Any],
         *,
         extra_timeout_s: float = 0,
+        revalidate: str | None = None,
     ) -> Reply:
         """POST to the next replica; one that refused is passed over and the request sent at
-        once to another (every request here is a read, so asking again is safe)."""
+        once to another (every request here is a read, so asking again is safe). With
+        `revalidate` (a kind of request), the last such answer's ETag goes in If-None-Match,
+        and a 304 comes back as that answer again."""
+        held = self._validated.get(revalidate) if revalidate else None
+        headers = {"If-None-Match": held[0]} if held else {}
         url = replicas.pick()
-        reply = await self.call(f"{url}{path}", body, extra_timeout_s=extra_timeout_s)
+        reply = await self.call(
+            f"{url}{path}", body, extra_timeout_s=extra_timeout_s, headers=headers
+        )
         if reply.refused and len(replicas) > 1:
             replicas.failed(url)
             reply = await self.call(
-                f"{replicas.pick(avoid=url)}{path}", body, extra_timeout_s=extra_timeout_s
+                f"{replicas.pick(avoid=url)}{path}",
+                body,
+                extra_timeout_s=extra_timeout_s,
+                headers=headers,
             )
+        if revalidate:
+            if reply.status == 304 and held:
+                reply = dataclasses.replace(reply, status=200, body=held[1])
+            elif reply.ok is not None and "ETag" in reply.headers:
+                self._validated[revalidate] = (reply.headers["ETag"], reply.ok)
         if reply.status and reply.ok is None:
             # an answer that is no answer: a 4xx/5xx, or a 200 that is not a JSON object
             self.stats.errors += 1
             self.stats.server_errors += reply.status >= 500
         return reply
 
-    async def call(self, url: str, body: dict[str, Any], *, extra_timeout_s: float = 0) -> Reply:
+    async def call(
+        self,
+        url: str,
+        body: dict[str, Any],
+        *,
+        extra_timeout_s: float = 0,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
         """One POST; only no answer at all counts as an error here (a feature's 409 is an
         answer)."""
         started = time.monotonic()
@@ -139,7 +165,7 @@ class Transport:
             async with self.session.post(
                 url,
                 json=body,
-                headers=self.headers,
+                headers={**self.headers, **(headers or {})},
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s),
             ) as response:
                 payload = await response.read()

@@ -9,7 +9,8 @@ import time
 
 import aiohttp
 
-from client.client import ClientOptions, MlutpClient
+from client.client import MlutpClient
+from client.model import ClientOptions
 from devtools.stack import Stack
 
 SUMMARY_EVERY_S = 5.0

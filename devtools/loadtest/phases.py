@@ -11,8 +11,9 @@ from typing import Any
 
 import aiohttp
 
-from client.client import ClientOptions, MlutpClient
+from client.client import MlutpClient
 from client.legacy import LegacyClient
+from client.model import ClientOptions
 from client.transport import ClientStats
 from devtools.loadtest.config import (
     FRESHNESS_CUTOFF_S,

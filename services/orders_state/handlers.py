@@ -14,10 +14,12 @@ from services.bff.wire import INTERVAL_HEADER, PartResponse, StateRequest, State
 from services.orders_state.keys import MAX_PART_ORDERS
 from services.orders_state.waiting.polls import WAIT_HEADER
 from services.orders_state.waiting.setup import WAITING
+from shared import wire
 from shared.answer import encode_orders
 from shared.policy import PartEndpoint
+from shared.protocol.etag import body_etag, not_modified
 from shared.upstream_wire import RouteRequest
-from shared.web import json_response, read_json
+from shared.web import JSON_CONTENT_TYPE, json_response, read_json
 
 _state_request = msgspec.json.Decoder(StateRequest)
 _object = msgspec.json.Decoder(dict[str, Any])
@@ -33,17 +35,21 @@ async def orders_state(request: web.Request) -> web.Response:
     answer = await request.app[WAITING].answer(
         known, services, upstream_headers(request, user_id), body.wait_ms
     )
-    headers = {INTERVAL_HEADER: str(answer.result.interval_ms)}
-    if answer.cause is not None:
-        headers[WAIT_HEADER] = answer.cause.value
-    return json_response(
+    payload = wire.encode(
         StateResponse(
             encode_orders(answer.result.orders),
             answer.result.allowed_changes,
             answer.result.policy_versions,
-        ),
-        headers=headers,
+        )
     )
+    etag = body_etag(payload)
+    headers = {INTERVAL_HEADER: str(answer.result.interval_ms), "ETag": etag}
+    if answer.cause is not None:
+        headers[WAIT_HEADER] = answer.cause.value
+    if not_modified(request.headers.get("If-None-Match"), etag):
+        # the client holds this answer: the interval (never cached) is all it needs
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=payload, content_type=JSON_CONTENT_TYPE, headers=headers)
 
 
 def part_handler(endpoint: PartEndpoint) -> Handler:

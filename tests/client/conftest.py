@@ -8,7 +8,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from client.client import ClientOptions, MlutpClient
+from client.client import MlutpClient
+from client.model import ClientOptions
 from services.bff.config import ProtocolSettings
 from services.launch.app import create_app as create_launch
 from services.launch.config import LaunchSettings

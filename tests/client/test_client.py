@@ -16,7 +16,8 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from client.client import ClientOptions, MlutpClient
+from client.client import MlutpClient
+from client.model import ClientOptions
 from client.route import route_interval_s
 from client.transport import Replicas
 from services.launch.app import create_app as create_launch
@@ -432,3 +433,18 @@ def test_replicas_are_taken_in_turn_and_one_that_refused_is_passed_over_for_a_wh
     single = Replicas("http://only")
     single.failed("http://only")  # one URL (a balancer's) is never passed over
     assert single.pick() == "http://only"
+
+
+async def test_a_poll_with_nothing_new_is_answered_304_and_costs_no_body(
+    make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
+):
+    await create_order_id(emulator, unique, status="driving")
+    client = make_client(unique)
+    await client.launch()
+    await client.cycle()  # the whole answer, its ETag kept
+    received, errors = client.stats.bytes_received, client.stats.errors
+    await client.cycle()  # sent with If-None-Match: the same answer is a 304
+    assert client.stats.bytes_received == received
+    assert client.stats.errors == errors
+    [view] = client.view()
+    assert view.status == "driving" and view.update_status == "actual"

@@ -18,7 +18,8 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from client.client import ClientOptions, MlutpClient
+from client.client import MlutpClient
+from client.model import ClientOptions
 from devtools.stack import STACK, Stack, free_ports_env
 from shared.redis import tags_key
 from tests.helpers import cut

@@ -273,3 +273,33 @@ async def test_the_interval_is_the_minimum_over_the_orders(
     await create_order_id(emulator, unique, "eats", status="cooking")
     _, _, interval = await poll(orders_state, unique, {"supported_services": ["taxi", "eats"]})
     assert interval == 5000
+
+
+async def test_an_answer_the_client_holds_is_a_304_with_the_interval_and_no_body(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    body = {"supported_services": ["taxi"]}
+    headers = {"X-Yandex-UID": unique}
+    first = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+    etag = first.headers["ETag"]
+    again = await orders_state.post(
+        "/mlutp/v1/orders/state", json=body, headers={**headers, "If-None-Match": etag}
+    )
+    assert again.status == 304 and await again.read() == b""
+    assert again.headers["ETag"] == etag
+    assert int(again.headers["X-Yataxi-Polling-Interval-Ms"]) > 0
+    # the order moves on: the answer differs, and comes whole
+    await advance(emulator, "taxi", orderid)
+    moved = await orders_state.post(
+        "/mlutp/v1/orders/state", json=body, headers={**headers, "If-None-Match": etag}
+    )
+    assert moved.status == 200 and moved.headers["ETag"] != etag
+    assert (await moved.json())["orders"][0]["status"] == "waiting"
+
+
+async def test_launch_answers_are_never_304(launch: TestClient, unique: str):
+    body = {"supported_services": ["taxi"]}
+    headers = {"X-Yandex-UID": unique, "If-None-Match": "*"}
+    answer = await launch.post("/4.0/launch", json=body, headers=headers)
+    assert answer.status == 200 and "ETag" not in answer.headers

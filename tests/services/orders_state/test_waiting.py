@@ -16,7 +16,8 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
-from client.client import ClientOptions, MlutpClient
+from client.client import MlutpClient
+from client.model import ClientOptions
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.waiting import MAX_WAIT_MS
