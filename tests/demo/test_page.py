@@ -132,6 +132,9 @@ def test_the_page_follows_orders_changes_and_faults_live(
     until("the eats card is rendered", lambda: "loading" not in eats.get_attribute("class"))
     shown = [c.get_attribute("data-key") for c in cards()]
     browser.find_element(By.CSS_SELECTOR, '[data-fault="eats_source"]').click()
+    # with list tags a source is asked only once what it lists changed: the order moves on,
+    # and its source, down now, leaves the card stale
+    eats.find_element(By.CSS_SELECTOR, '[data-action="advance"]').click()
     until("the eats card goes stale", lambda: eats.get_attribute("data-update-status") == "stale")
     assert eats.find_element(By.CLASS_NAME, "loader").is_displayed()
     assert taxi.get_attribute("data-update-status") == "actual"
