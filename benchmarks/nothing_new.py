@@ -1,0 +1,129 @@
+"""Benchmark: what a poll with nothing new costs, list tags on against off, side by side in
+one run, next to the legacy pass-through and `GET /ping` on the same stack.
+
+A superapp client: one driving taxi order known with every tag current, and taxi, eats and
+grocery queried (docs/protocol.md: List tags). For each setting (`MLUTP_LIST_TAGS` true, then
+false) a stack of its own: U users, a warm-up poll each (it keeps the sources' answers), then
+N requests of each kind, 20 at a time, measured by the CPU the processes used (psutil; Redis
+by its own INFO) and the order source calls the emulator served.
+
+    python benchmarks/nothing_new.py [--users 200] [--requests 3000] [--concurrency 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+import redis.asyncio as aioredis
+import uvloop
+
+from benchmarks.capacity import PROCESSES, Cost, measure
+from benchmarks.users import caught_up_users
+from devtools.stack import STACK, free_ports_env, own_stack
+
+SUPERAPP = ["taxi", "eats", "grocery"]
+
+
+async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
+    async with session.get(f"{emulator}/emulator/v1/stats") as response:
+        calls: dict[str, int] = (await response.json())["calls"]
+    return sum(count for target, count in calls.items() if target.startswith("source:"))
+
+
+async def run(list_tags: bool, users: int, requests: int, concurrency: int) -> dict[str, Any]:
+    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
+    env |= {"EMULATOR_DRIVER_ENABLED": "false", "MLUTP_LIST_TAGS": str(list_tags).lower()}
+    env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"  # what a request costs, not admission control
+    env.pop("REDIS_URL", None)
+    services = [s for s in STACK if s.name in PROCESSES]
+    async with own_stack(env, services) as stack:
+        emulator, state = stack.url("emulator"), stack.url("orders_state")
+        redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=30)
+        ) as session:
+            orders, bodies = await caught_up_users(session, emulator, redis, users, "nothing-new")
+
+            async def post(url: str, user: str, body: dict[str, Any]) -> int:
+                async with session.post(url, json=body, headers={"X-Yandex-UID": user}) as r:
+                    payload = await r.read()
+                    assert r.status == 200, payload
+                    return len(payload)
+
+            def poll(index: int) -> Awaitable[int]:
+                user, _ = orders[index % users]
+                body = {"known_orders": [bodies[index % users]], "supported_services": SUPERAPP}
+                return post(f"{state}/mlutp/v1/orders/state", user, body)
+
+            def legacy(index: int) -> Awaitable[int]:
+                user, orderid = orders[index % users]
+                return post(f"{state}/3.0/taxiontheway", user, {"orderid": orderid})
+
+            async def ping(index: int) -> int:
+                async with session.get(f"{state}/ping") as r:
+                    return len(await r.read())
+
+            # warm-up: one poll per user (each source asked once, its answer kept)
+            await measure(stack, redis, users, concurrency, poll)
+            before = await source_calls(session, emulator)
+            costs = {"poll": await measure(stack, redis, requests, concurrency, poll)}
+            polled_sources = await source_calls(session, emulator) - before
+            costs["legacy"] = await measure(stack, redis, requests, concurrency, legacy)
+            costs["ping"] = await measure(stack, redis, requests, concurrency, ping)
+        await redis.aclose()
+    return {"costs": costs, "source_calls_per_poll": polled_sources / requests}
+
+
+def bff_ms(cost: Cost) -> float:
+    """orders_state + order_tags + Redis: every process of the BFF, per request."""
+    parts = ("orders_state", "order_tags", "redis")
+    return sum(cost.per_request(cost.cpu_s[p]) for p in parts) * 1000
+
+
+async def main(users: int, requests: int, concurrency: int) -> None:
+    results = {
+        "list tags": await run(True, users, requests, concurrency),
+        "no list tags": await run(False, users, requests, concurrency),
+    }
+    print(f"{users} users, a superapp poll ({', '.join(SUPERAPP)}) with nothing new; ", end="")
+    print(f"{requests} requests of each kind, {concurrency} at a time; CPU ms per request")
+    head = (
+        f"{'setting':<14}{'request':<9}{'orders_state':>13}{'order_tags':>12}{'redis':>8}"
+        f"{'sources':>9}{'BFF total':>11}{'source calls':>14}"
+    )
+    print(head)
+    for setting, result in results.items():
+        for kind, cost in result["costs"].items():
+            calls = f"{result['source_calls_per_poll']:.3f}" if kind == "poll" else ""
+            print(
+                f"{setting:<14}{kind:<9}"
+                f"{cost.per_request(cost.cpu_s['orders_state']) * 1000:>13.3f}"
+                f"{cost.per_request(cost.cpu_s['order_tags']) * 1000:>12.3f}"
+                f"{cost.per_request(cost.cpu_s['redis']) * 1000:>8.3f}"
+                f"{cost.per_request(cost.cpu_s['emulator']) * 1000:>9.3f}"
+                f"{bff_ms(cost):>11.3f}{calls:>14}"
+            )
+    on, off = (results[s]["costs"] for s in ("list tags", "no list tags"))
+    print(
+        f"\npoll BFF CPU, list tags / none: {bff_ms(on['poll']) / bff_ms(off['poll']):.2f}; "
+        f"poll / legacy pass-through (same run): "
+        f"{bff_ms(on['poll']) / bff_ms(on['legacy']):.2f}; "
+        f"poll / ping: {bff_ms(on['poll']) / bff_ms(on['ping']):.1f}"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=20)
+    args = parser.parse_args()
+    uvloop.run(main(args.users, args.requests, args.concurrency))
