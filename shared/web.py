@@ -114,6 +114,13 @@ async def service_middleware(request: web.Request, handler: Handler) -> web.Stre
             if exc.status < 400:
                 raise
             response = _error_from(exc)
+        except web.RequestPayloadError:
+            # a body that does not decode as its Content-Encoding says (gzip over plain text),
+            # wherever the handler read it: bad input, not a failure
+            response = error_response(
+                400, "bad_encoding", "the request body does not decode as its Content-Encoding says"
+            )
+            response.force_close()
         except Exception:
             log.exception("unhandled error")
             response = error_response(500, "internal_error", "internal error")

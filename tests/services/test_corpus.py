@@ -145,6 +145,10 @@ def bad_requests(
         return  # the endpoint reads no body
     for name, body in corpus["bodies"].items():
         yield BadRequest(endpoint, name, raw_body(body), headers)
+    for encoding in corpus["encodings"]:
+        # a plain body said to be compressed: it does not decode as its header says
+        encoded = {**headers, b"Content-Encoding": encoding.encode()}
+        yield BadRequest(endpoint, f"a plain body said to be {encoding}", good_body, encoded)
     schema = openapi_body_schema(document, endpoint.path)
     for field in schema.get("required", []):
         missing = {k: v for k, v in base.items() if k != field}
