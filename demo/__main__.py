@@ -1,5 +1,5 @@
 from demo.app import SERVICE, create_app
 from demo.config import DemoSettings
-from shared.web import run_service
+from shared.runner import run_service
 
 run_service(SERVICE, DemoSettings, create_app)

@@ -7,7 +7,7 @@ by name instead of silently disabling the read timeout.
   hook for "the headers of a request have arrived"; the read timeout needs it.
 - `BaseRunner._make_server` is the runners' abstract hook for the server they build, and the
   one way to give that server connections of our own handler class: `ServiceRunner`
-  overrides it (shared.web).
+  overrides it (shared.runner).
 """
 
 from __future__ import annotations

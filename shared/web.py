@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,17 +10,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
-import uvloop
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import ValidationError
 
 from shared import wire
-from shared.aiohttp_internals import newest_request_body, parsed_request_count
 from shared.config import ServiceSettings
-from shared.errors import DomainError, PayloadTooLarge, RequestTimeout, StartupError
-from shared.logs import request_id_var, setup_logging
+from shared.errors import DomainError, PayloadTooLarge, StartupError
+from shared.logs import request_id_var
 from shared.metrics import HttpMetrics
 
 T = TypeVar("T")
@@ -79,7 +73,7 @@ async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T
     return wire.decode(decoder, body)
 
 
-_HTTP_CODES = {
+HTTP_CODES = {
     400: "bad_request",
     401: "unauthorized",
     404: "not_found",
@@ -89,7 +83,7 @@ _HTTP_CODES = {
 
 
 def _error_from(exc: web.HTTPException) -> web.Response:
-    code = _HTTP_CODES.get(exc.status, "http_error")
+    code = HTTP_CODES.get(exc.status, "http_error")
     response = error_response(exc.status, code, exc.reason)
     if "Allow" in exc.headers:
         response.headers["Allow"] = exc.headers["Allow"]
@@ -180,230 +174,3 @@ def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
     app.router.add_get("/ping", ping)
     app.router.add_get("/metrics", metrics)
     return app
-
-
-def load_settings(service: str, settings_class: Callable[[], S]) -> S:
-    """Settings from the environment; a bad or missing value stops the service, naming it."""
-    try:
-        return settings_class()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        print(f"{service}: bad configuration: {problems}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-_SLOW_HEADERS_RESPONSE = (
-    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
-    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
-)
-
-
-class ServiceRequestHandler(web.RequestHandler):
-    """The services' connection handler.
-
-    - aiohttp answers a request it cannot parse (a malformed request line or header, a
-      Content-Length beside a Transfer-Encoding) itself, before any middleware runs, in plain
-      text. This answers it with the services' `{"code", "message"}` body instead.
-    - A request must arrive whole within the read timeout of its first byte (aiohttp has no
-      such limit): one whose headers are late gets a 408 and its connection is closed; one
-      whose body is late gets a 408 from its handler's read, then the connection is closed.
-      So a client trickling bytes holds a connection for seconds, not for ever.
-    """
-
-    def __init__(
-        self,
-        *args: Any,
-        read_timeout_s: float = 0.0,
-        on_slow_request: Callable[[str], None] = lambda missing: None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self._read_timeout_s = read_timeout_s
-        self._on_slow_request = on_slow_request
-        self._read_deadline: asyncio.TimerHandle | None = None
-        # the body of the last request whose headers have arrived
-        self._receiving: Any = None
-
-    def data_received(self, data: bytes) -> None:
-        if self._read_deadline is None and data and self._read_timeout_s > 0:
-            # the first bytes of a request: all of it must be here in time
-            self._read_deadline = asyncio.get_running_loop().call_later(
-                self._read_timeout_s, self._read_late
-            )
-            self._receiving = None
-        queued = parsed_request_count(self)
-        super().data_received(data)
-        if parsed_request_count(self) > queued:
-            # a request's headers have arrived: its body is the one arriving now
-            self._receiving = newest_request_body(self)
-        if (
-            self._read_deadline is not None
-            and self._receiving is not None
-            and self._receiving.is_eof()
-        ):
-            self._read_deadline.cancel()
-            self._read_deadline = None
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
-        super().connection_lost(exc)
-
-    def _read_late(self) -> None:
-        self._read_deadline = None
-        if self._receiving is not None:
-            # the headers came, the body is late: its handler's read answers 408, and the
-            # connection closes after that answer
-            self._on_slow_request("body")
-            self._receiving.set_exception(
-                RequestTimeout(f"the request body did not arrive within {self._read_timeout_s} s")
-            )
-            self.close()
-            return
-        self._on_slow_request("headers")
-        if self.transport is not None:
-            body = wire.encode(
-                wire.Error(
-                    code="request_timeout",
-                    message=f"the request did not arrive within {self._read_timeout_s} s",
-                )
-            )
-            self.transport.write(_SLOW_HEADERS_RESPONSE % (len(body), body))
-        self.force_close()
-
-    def handle_error(
-        self,
-        request: web.BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        # the stock handler logs the error and refuses if a response was begun already
-        super().handle_error(request, status, exc, message)
-        if status >= 500:
-            response = error_response(status, "internal_error", "internal error")
-        else:
-            reason = (message or "").strip().split("\n", 1)[0].rstrip(":")
-            code = _HTTP_CODES.get(status, "http_error")
-            response = error_response(status, code, reason or "the request is malformed")
-        response.force_close()
-        return response
-
-
-class ServiceServer(web.Server):
-    """A server whose connections are ServiceRequestHandlers."""
-
-    def __init__(self, *args: Any, handler_kwargs: dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.handler_kwargs = handler_kwargs
-
-    def __call__(self) -> web.RequestHandler:
-        return ServiceRequestHandler(self, loop=asyncio.get_running_loop(), **self.handler_kwargs)
-
-
-class ServiceRunner(web.AppRunner):
-    """An AppRunner whose connections are ServiceRequestHandlers, limited as the app's
-    settings say (CONNECTION_LIMITS); the app's own startup and cleanup are the stock ones."""
-
-    def __init__(self, app: web.Application, **kwargs: Any) -> None:
-        limits = app.get(CONNECTION_LIMITS)
-        if limits is not None:
-            kwargs.setdefault("keepalive_timeout", limits.keepalive_timeout_s)
-        super().__init__(app, **kwargs)
-        # what each connection's handler is made with (the runner's and the server's own
-        # arguments left out)
-        self.handler_kwargs = {
-            k: v
-            for k, v in kwargs.items()
-            if k not in ("handle_signals", "shutdown_timeout", "handler_cancellation")
-        }
-        if limits is not None:
-            self.handler_kwargs["read_timeout_s"] = limits.request_read_timeout_s
-        if METRICS in app:
-            self.handler_kwargs["on_slow_request"] = lambda missing: (
-                app[METRICS].slow_requests.labels(missing).inc()
-            )
-
-    async def _make_server(self) -> web.Server:
-        # BaseRunner's hook for the server it runs (shared.aiohttp_internals)
-        stock = await super()._make_server()
-        return ServiceServer(
-            stock.request_handler,
-            request_factory=stock.request_factory,
-            handler_cancellation=stock.handler_cancellation,
-            handler_kwargs=self.handler_kwargs,
-        )
-
-
-async def serve(
-    app: web.Application,
-    host: str,
-    port: int,
-    *,
-    shutdown_timeout_s: float,
-    handler_cancellation: bool,
-    on_listening: Callable[[], None] = lambda: None,
-) -> None:
-    """Serve `app` until cancelled or SIGINT/SIGTERM (GracefulExit); in-flight requests get
-    `shutdown_timeout_s` to finish. web.run_app's loop, with a ServiceRunner."""
-    runner = ServiceRunner(
-        app,
-        handle_signals=True,
-        shutdown_timeout=shutdown_timeout_s,
-        access_log=None,
-        handler_cancellation=handler_cancellation,
-    )
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-        on_listening()
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
-
-
-def run_service(
-    service: str,
-    settings_class: Callable[[], S],
-    create_app: Callable[[S], web.Application],
-    *,
-    handler_cancellation: bool = False,
-) -> None:
-    """Run one service until SIGINT/SIGTERM; in-flight requests get `shutdown_timeout_s`.
-    `handler_cancellation`: a client that hangs up cancels its handler. Off by default: a
-    handler that writes data, then tags, must not be stopped between the two."""
-    settings = load_settings(service, settings_class)
-    try:
-        app = create_app(settings)
-    except StartupError as exc:
-        print(f"{service}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    setup_logging(service, settings.log_level, settings.log_json)
-    loop = uvloop.new_event_loop()
-    asyncio.set_event_loop(loop)
-    main = loop.create_task(
-        serve(
-            app,
-            settings.host,
-            settings.port,
-            shutdown_timeout_s=settings.shutdown_timeout_s,
-            handler_cancellation=handler_cancellation,
-            on_listening=lambda: log.info(
-                "listening", extra={"url": f"http://{settings.host}:{settings.port}"}
-            ),
-        )
-    )
-    try:
-        loop.run_until_complete(main)
-    except (web.GracefulExit, KeyboardInterrupt):
-        pass
-    finally:
-        if not main.done():
-            main.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                loop.run_until_complete(main)
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()

@@ -19,7 +19,7 @@ from services.order_tags.config import OrderTagsSettings
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from shared.config import RedisSettings
-from shared.web import ServiceRunner
+from shared.runner import ServiceRunner
 
 
 def all_apps(redis: RedisSettings | None = None) -> list[tuple[str, web.Application]]:
@@ -42,7 +42,7 @@ SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
 
 
 class ServiceTestServer(TestServer):
-    """A TestServer on the services' own runner (shared.web.ServiceRunner), so that what
+    """A TestServer on the services' own runner (shared.runner.ServiceRunner), so that what
     aiohttp answers before a handler runs is what production answers."""
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:

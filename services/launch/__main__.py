@@ -1,5 +1,5 @@
 from services.launch.app import SERVICE, create_app
 from services.launch.config import LaunchSettings
-from shared.web import run_service
+from shared.runner import run_service
 
 run_service(SERVICE, LaunchSettings, create_app)

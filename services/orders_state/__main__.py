@@ -1,6 +1,6 @@
 from services.orders_state.app import SERVICE, create_app
 from services.orders_state.config import OrdersStateSettings
-from shared.web import run_service
+from shared.runner import run_service
 
 # a client that hangs up frees its waiting poll's slot at once, not at the wait's end; the
 # service only reads, and part fetches other requests share are shielded
