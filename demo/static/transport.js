@@ -1,0 +1,65 @@
+// How the browser client reaches the services: JSON POSTs through the page's own origin,
+// counted for the traffic panel, and the interval each poll's answer sets (never cached).
+// Methods of MlutpClient (client.js), kept here by job.
+
+export const transport = {
+  pause(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  },
+
+  // a JSON POST through the page's own origin; counted for the traffic panel
+  async call(url, body, signal) {
+    const sent = JSON.stringify(body);
+    this.traffic.requests += 1;
+    this.traffic.bytesSent += new TextEncoder().encode(sent).length;
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: sent,
+      signal,
+    });
+    const text = await response.text();
+    this.traffic.bytesReceived += new TextEncoder().encode(text).length;
+    let answer = null;
+    try {
+      answer = JSON.parse(text);
+    } catch {
+      answer = null;
+    }
+    return { status: response.status, answer, headers: response.headers };
+  },
+
+  // a protocol request: its answer, or null (stale UI, backoff) on any failure
+  async post(url, body, { poll = false, signal } = {}) {
+    let result;
+    try {
+      if (poll) this.traffic.polls += 1;
+      result = await this.call(url, body, signal);
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      if (poll) this.intervalMs = this.options.fallbackIntervalMs;
+      return null;
+    }
+    const { status, answer, headers } = result;
+    if (poll) {
+      this.lastAnswer = { waited: headers.get("X-Mlutp-Wait"), at: Date.now() };
+      if (status === 503 && headers.has("Retry-After")) {
+        // the server sheds load: come back when it says
+        this.intervalMs = Number(headers.get("Retry-After")) * 1000 || this.options.fallbackIntervalMs;
+        this.lastAnswer.waited = null;
+      } else if (headers.has("X-Yataxi-Polling-Interval-Ms")) {
+        this.intervalMs = Number(headers.get("X-Yataxi-Polling-Interval-Ms"));
+      } else {
+        this.intervalMs = this.options.fallbackIntervalMs; // not cached: the fallback
+      }
+      this.lastAnswer.intervalMs = this.intervalMs;
+    }
+    return status === 200 ? answer : null;
+  },
+};
