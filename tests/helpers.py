@@ -22,6 +22,7 @@ from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.setup import WAITING
 from shared.config import RedisSettings
+from shared.embedded_redis import EmbeddedRedisCluster
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
 from shared.redis import tags_key
@@ -222,3 +223,48 @@ def stored_parts(redis_sync: redis.Redis, key: str) -> dict[str, str]:
     stored.pop("_created", None)
     stored.pop("_owner", None)
     return stored
+
+
+def cluster_settings(cluster: EmbeddedRedisCluster) -> RedisSettings:
+    """The services' settings for a test cluster: generous sockets, since a loaded CI run saw
+    a shard's pub/sub connection time out at the 0.2 s default and a poll meanwhile answer at
+    once (`unavailable`)."""
+    return RedisSettings(
+        cluster_nodes=cluster.startup_nodes,
+        command_deadline_s=2.0,
+        socket_timeout_s=1.0,
+        connect_timeout_s=1.0,
+    )
+
+
+def cluster_client(cluster: EmbeddedRedisCluster) -> redis.RedisCluster:
+    return redis.RedisCluster.from_url(
+        f"redis://{cluster.startup_nodes.split(',')[0]}", decode_responses=True
+    )
+
+
+class ClusterTags:
+    """`hgetall` over the cluster, for `all_tags`."""
+
+    def __init__(self, client: redis.RedisCluster) -> None:
+        self.client = client
+
+    def hgetall(self, key: str) -> dict[str, str]:
+        stored: dict[str, str] = self.client.hgetall(key)
+        return stored
+
+
+async def one_order_per_shard(
+    emulator: TestClient, sync: redis.RedisCluster, masters: int, prefix: str
+) -> dict[str, tuple[str, str]]:
+    """shard → (user, orderid): a driving taxi order of a user of its own on each master."""
+    by_shard: dict[str, tuple[str, str]] = {}
+    for attempt in range(200):
+        if len(by_shard) == masters:
+            break
+        user = f"{prefix}-{attempt}"
+        orderid = await create_order_id(emulator, user, status="driving")
+        node = sync.get_node_from_key(tags_key("taxi", orderid))
+        by_shard.setdefault(node.name, (user, orderid))
+    assert len(by_shard) == masters
+    return by_shard

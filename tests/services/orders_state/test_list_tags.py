@@ -21,7 +21,16 @@ from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from shared.redis import list_key
 from tests.conftest import TEST_TOKEN
 from tests.emulator_api import advance, create_order_id
-from tests.helpers import MakeApp, all_tags, held, poll, replicas_on, stack_on
+from tests.helpers import (
+    MakeApp,
+    all_tags,
+    cluster_client,
+    cluster_settings,
+    held,
+    poll,
+    replicas_on,
+    stack_on,
+)
 
 SUPPORTED = ["taxi", "eats", "grocery"]
 
@@ -178,32 +187,16 @@ async def test_a_just_created_order_the_source_does_not_list_yet_stays_for_the_g
     assert answer["orders"] == []
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Any:
-    cluster = EmbeddedRedisCluster(masters=3)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.close()
-
-
 async def test_on_a_cluster_list_channels_wake_polls_held_on_two_replicas(
     aiohttp_client: Callable[..., Awaitable[TestClient]],
     aiohttp_server: Callable[..., Awaitable[TestServer]],
     cluster: EmbeddedRedisCluster,
     unique: str,
 ):
-    settings = RedisSettings(
-        cluster_nodes=cluster.startup_nodes,
-        command_deadline_s=2.0,
-        socket_timeout_s=1.0,
-        connect_timeout_s=1.0,
+    emulator, replicas = await replicas_on(
+        aiohttp_client, aiohttp_server, cluster_settings(cluster), 2
     )
-    emulator, replicas = await replicas_on(aiohttp_client, aiohttp_server, settings, 2)
-    sync = redis.RedisCluster.from_url(
-        f"redis://{cluster.startup_nodes.split(',')[0]}", decode_responses=True
-    )
+    sync = cluster_client(cluster)
     users = [f"{unique}-{i}" for i in range(6)]
     try:
         shards = {sync.get_node_from_key(list_key("eats", user)).name for user in users}

@@ -17,9 +17,17 @@ from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
 from services.orders_state.waiting.wakeups import TagWakeups
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
-from shared.redis import tags_key
 from tests.emulator_api import change, create_order_id
-from tests.helpers import all_tags, held, poll_order, stack_on
+from tests.helpers import (
+    ClusterTags,
+    all_tags,
+    cluster_client,
+    cluster_settings,
+    held,
+    one_order_per_shard,
+    poll_order,
+    stack_on,
+)
 
 FAULTS = ["redis_restart", "client_kill", "idle_timeout"]
 # long enough that a server `timeout` of 1 s closes the idle connection between two PINGs
@@ -144,43 +152,6 @@ async def test_an_idle_connection_kept_alive_outlives_the_server_timeout(
     await woken(client, emulator, lambda o: all_tags(own_sync, o, age_ms=60_000), unique)
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedRedisCluster]:
-    cluster = EmbeddedRedisCluster(masters=3)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.close()
-
-
-class ClusterTags:
-    """`hgetall` over the cluster, for `all_tags`."""
-
-    def __init__(self, client: redis.RedisCluster) -> None:
-        self.client = client
-
-    def hgetall(self, key: str) -> dict[str, str]:
-        stored: dict[str, str] = self.client.hgetall(key)
-        return stored
-
-
-async def one_order_per_shard(
-    emulator: TestClient, sync: redis.RedisCluster, masters: int, prefix: str
-) -> dict[str, tuple[str, str]]:
-    """shard → (user, orderid): an order of a user of its own on each master."""
-    by_shard: dict[str, tuple[str, str]] = {}
-    for attempt in range(200):
-        if len(by_shard) == masters:
-            break
-        user = f"{prefix}-{attempt}"
-        orderid = await create_order_id(emulator, user, status="driving")
-        node = sync.get_node_from_key(tags_key("taxi", orderid))
-        by_shard.setdefault(node.name, (user, orderid))
-    assert len(by_shard) == masters
-    return by_shard
-
-
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_waiting_works_again_on_every_shard_of_a_cluster(
     aiohttp_client: Callable[..., Awaitable[TestClient]],
@@ -189,12 +160,7 @@ async def test_waiting_works_again_on_every_shard_of_a_cluster(
     unique: str,
     fault: str,
 ):
-    settings = RedisSettings(
-        cluster_nodes=cluster.startup_nodes,
-        command_deadline_s=2.0,
-        socket_timeout_s=1.0,
-        connect_timeout_s=1.0,
-    )
+    settings = cluster_settings(cluster)
     emulator, client = await stack_on(
         aiohttp_client,
         aiohttp_server,
@@ -205,9 +171,7 @@ async def test_waiting_works_again_on_every_shard_of_a_cluster(
     wakeups = wakeups_of(client)
     await until(wakeups, lambda: wakeups.available)
     nodes = [redis.Redis(host=n.host, port=n.port, decode_responses=True) for n in cluster.nodes]
-    sync = redis.RedisCluster.from_url(
-        f"redis://{cluster.startup_nodes.split(',')[0]}", decode_responses=True
-    )
+    sync = cluster_client(cluster)
     tags = ClusterTags(sync)
     try:
         if fault == "redis_restart":
