@@ -31,7 +31,7 @@ async def get_tags(request: web.Request) -> web.Response:
                 for order, (tags, created_ms, owner) in zip(body.orders, stored, strict=True)
             ],
             lists=[
-                wire.ListEntry(one.service, one.user_id, tag, _kept.decode(kept) if kept else None)
+                wire.ListEntry(one.service, one.user_id, tag, _kept_answer(kept))
                 for one, (tag, kept) in zip(body.lists, listed, strict=True)
             ],
         )

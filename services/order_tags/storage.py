@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
-from shared.errors import RedisUnavailable
+from shared.errors import BadRequest, RedisUnavailable
 from shared.protocol.tags import new_content_tag
 from shared.redis import RedisClient, kept_answer_key, list_key, tags_key
-from shared.wire import ListKey, OrderKey
+from shared.wire import MAX_PARTS, ListKey, OrderKey
 
 T = TypeVar("T")
 
 
 # One command, so atomic on a single Redis and on a cluster alike (the key is one slot).
-# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), then part,
-# content pairs. The parts whose content really changed are published on the order's channel
+# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), owner, the most
+# parts an order may have, then part, content pairs. A write that would take the order past
+# that many parts writes nothing: its answer is the error `too_many_parts <stored> <new>`.
+# The parts whose content really changed are published on the order's channel
 # (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
 # not for a write that changed nothing (a missing tag created twice, the same tag set again).
 SET_TAGS_SCRIPT = """
 local CREATED_FIELD = "_created"
 local OWNER_FIELD = "_owner"
 local only_if_absent = ARGV[2] == "1"
+local new_parts = 0
+for i = 6, #ARGV, 2 do
+  if redis.call("HEXISTS", KEYS[1], ARGV[i]) == 0 then
+    new_parts = new_parts + 1
+  end
+end
+if new_parts > 0 then
+  local stored = redis.call("HLEN", KEYS[1]) - redis.call("HEXISTS", KEYS[1], CREATED_FIELD)
+    - redis.call("HEXISTS", KEYS[1], OWNER_FIELD)
+  if stored + new_parts > tonumber(ARGV[5]) then
+    return redis.error_reply("too_many_parts " .. stored .. " " .. new_parts)
+  end
+end
 local changed = {}
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local old = redis.call("HGET", KEYS[1], ARGV[i])
   if old ~= ARGV[i + 1] and not (only_if_absent and old) then
     redis.call("HSET", KEYS[1], ARGV[i], ARGV[i + 1])
@@ -88,6 +104,24 @@ def split_created(
     return (stored or None), created_ms, owner
 
 
+_TOO_MANY_PARTS = re.compile(r"too_many_parts (\d+) (\d+)")
+
+
+def _too_many_parts(exc: ResponseError) -> BadRequest | None:
+    """The script's refusal of a write past MAX_PARTS, as the client's error; None for any
+    other error Redis answered."""
+    # a pipeline's error names its command before the script's words
+    refused = _TOO_MANY_PARTS.search(str(exc))
+    if refused is None:
+        return None
+    stored, new = refused.groups()
+    return BadRequest(
+        f"an order has at most {MAX_PARTS} parts: it has {stored}, and the write adds {new};"
+        " nothing was written",
+        code="too_many_parts",
+    )
+
+
 class TagStore:
     def __init__(
         self, redis: RedisClient, *, ttl_s: int, deadline_s: float, publish: bool = True
@@ -105,6 +139,11 @@ class TagStore:
         try:
             async with asyncio.timeout(self.deadline_s):
                 return await operation()
+        except ResponseError as exc:
+            too_many = _too_many_parts(exc)
+            if too_many is None:
+                raise RedisUnavailable(f"Redis refused the command: {exc!r}") from exc
+            raise too_many from exc
         except (RedisError, OSError, TimeoutError) as exc:
             raise RedisUnavailable(f"Redis did not answer: {exc!r}") from exc
 
@@ -172,7 +211,13 @@ class TagStore:
         """Write just these parts and refresh the TTL, atomically; return what is stored now.
         `owner`: the user whose order it is, kept from the order's first write."""
         key = tags_key(service, orderid)
-        args: list[str | int] = [self.ttl_s, int(only_if_absent), int(self.publish), owner or ""]
+        args: list[str | int] = [
+            self.ttl_s,
+            int(only_if_absent),
+            int(self.publish),
+            owner or "",
+            MAX_PARTS,
+        ]
         for part, content in tags.items():
             args += [part, content]
 
@@ -194,8 +239,8 @@ class TagStore:
         async def operation() -> list[dict[str, str]]:
             pipe = self.redis.pipeline(transaction=False)
             for order, parts in orders:
-                args: list[str | int] = [self.ttl_s, 1, int(self.publish), ""]
-                for part in parts:
+                args: list[str | int] = [self.ttl_s, 1, int(self.publish), "", MAX_PARTS]
+                for part in dict.fromkeys(parts):
                     args += [part, new_content_tag(created=True)]
                 pipe.eval(SET_TAGS_SCRIPT, 1, tags_key(order.service, order.orderid), *args)
             results: list[list[str]] = await pipe.execute()

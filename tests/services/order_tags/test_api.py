@@ -9,7 +9,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from shared.redis import tags_key
+from shared.redis import kept_answer_key, tags_key
 from tests.helpers import stored_parts
 from tests.services.order_tags.conftest import AUTH
 
@@ -304,3 +304,54 @@ async def test_create_makes_missing_tags_for_many_orders_in_one_call_and_keeps_e
     assert stored_parts(redis_sync, tags_key("eats", o2)) == second
     # the write refreshes the TTL
     assert redis_sync.ttl(tags_key("taxi", o1)) > 5
+
+
+async def test_an_order_has_at_most_32_parts_and_a_write_past_that_is_400_writing_nothing(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    key = tags_key("taxi", unique)
+    first = {f"part_{i}": f"v{i}" for i in range(30)}
+    resp = await post(
+        tags_client, "/v1/tags/set", {"service": "taxi", "orderid": unique, "tags": first}
+    )
+    assert resp.status == 200
+    stored_before = redis_sync.hgetall(key)
+    ttl_before = redis_sync.ttl(key)
+
+    # parts already there count once; three new ones would make 33
+    past = {"part_0": "changed", "extra_a": "a", "extra_b": "b", "extra_c": "c"}
+    for path, body in [
+        ("/v1/tags/set", {"service": "taxi", "orderid": unique, "tags": past}),
+        ("/v1/tags/bump", {"service": "taxi", "orderid": unique, "parts": list(past)}),
+        ("/v1/tags/create", {"orders": [{"service": "taxi", "orderid": unique, "parts": [*past]}]}),
+    ]:
+        resp = await post(tags_client, path, body)
+        assert resp.status == 400, path
+        error = await resp.json()
+        assert error["code"] == "too_many_parts", path
+        assert "at most 32 parts" in error["message"]
+        assert redis_sync.hgetall(key) == stored_before, path
+    assert redis_sync.ttl(key) <= ttl_before
+
+    # up to 32 is fine, and so is a write of parts the order already has
+    resp = await post(
+        tags_client,
+        "/v1/tags/set",
+        {"service": "taxi", "orderid": unique, "tags": {"extra_a": "a", "extra_b": "b"}},
+    )
+    assert resp.status == 200 and len((await resp.json())["tags"]) == 32
+    resp = await post(
+        tags_client, "/v1/tags/bump", {"service": "taxi", "orderid": unique, "parts": ["part_1"]}
+    )
+    assert resp.status == 200
+
+
+async def test_a_kept_answer_another_version_wrote_reads_as_none(
+    tags_client: TestClient, unique: str, redis_sync: redis.Redis
+):
+    redis_sync.set(kept_answer_key("taxi", unique), b'{"written": "by another version"}')
+    lists = [{"service": "taxi", "user_id": unique}]
+    resp = await post(tags_client, "/v1/tags/get", {"orders": [], "lists": lists})
+    assert resp.status == 200
+    (listed,) = (await resp.json())["lists"]
+    assert listed.get("kept") is None and listed["tag"]
