@@ -5,7 +5,8 @@
     python3 dev.py test   # create .venv if needed, then ruff, mypy and the test suite
 
 Extra arguments go to `mlutp run` or to pytest. The venv is (re)installed when pyproject.toml
-changes.
+changes, and made anew for another Python than the one it was made with. `MLUTP_VENV=dir` puts
+it elsewhere: one venv per Python, side by side (`.ci/run` tests the newest one that way).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
+VENV = ROOT / os.environ.get("MLUTP_VENV", ".venv")
 BIN = VENV / "bin"
 STAMP = VENV / ".installed"
+PYTHON = f"{sys.implementation.name} {sys.version_info.major}.{sys.version_info.minor}"
 
 
 def call(*args: str | Path) -> None:
@@ -30,13 +32,15 @@ def call(*args: str | Path) -> None:
 
 
 def ensure_venv() -> None:
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+    pins = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    wanted = f"{PYTHON} {pins}"
+    stamped = STAMP.read_text() if STAMP.exists() else ""
+    if stamped == wanted:
         return
-    if not (BIN / "python").exists():
-        print("creating .venv", flush=True)
-        venv.create(VENV, with_pip=True)
-    print("installing the project and its pinned dependencies into .venv", flush=True)
+    if not (BIN / "python").exists() or not stamped.startswith(f"{PYTHON} "):
+        print(f"creating {VENV.name} for Python {sys.version.split()[0]}", flush=True)
+        venv.create(VENV, with_pip=True, clear=True)
+    print(f"installing the project and its pinned dependencies into {VENV.name}", flush=True)
     call(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     call(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev]")
     STAMP.write_text(wanted)

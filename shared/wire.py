@@ -6,6 +6,7 @@ Limits live in the types (msgspec `Meta`), so a decoded value is already a valid
 from __future__ import annotations
 
 import re
+from itertools import accumulate
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -23,6 +24,10 @@ ContentTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:~-]{1,64}$")]
 ClientTagText = Annotated[str, msgspec.Meta(max_length=256)]
 # free-form JSON (echo fields, a part request's other fields) nests at most this deep
 MAX_JSON_DEPTH = 16
+# a request body nests at most this deep: free-form JSON at its deepest place (an echo field
+# of a known order: body, list, order, echo) plus room; checked on the bytes before decoding,
+# so a skipped field is bounded too and the limit does not depend on the interpreter's stack
+MAX_BODY_DEPTH = 24
 # X-Yandex-UID: 1–128 printable ASCII characters, no spaces or control characters. Checked as
 # received and forwarded as it is, so the id checked is the id used.
 USER_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -186,6 +191,8 @@ def decode(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
         raise BadRequest(
             f"malformed JSON: not UTF-8 at byte {exc.start}", code="malformed_json"
         ) from exc
+    if nested_deeper_than(body, MAX_BODY_DEPTH):
+        raise BadRequest(f"JSON nested deeper than {MAX_BODY_DEPTH} levels", code="too_deep")
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
@@ -194,6 +201,33 @@ def decode(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
         raise BadRequest(f"malformed JSON: {exc}", code="malformed_json") from exc
     except RecursionError as exc:
         raise BadRequest("JSON nested too deeply", code="too_deep") from exc
+
+
+_BRACKETS_AND_QUOTES = bytes(b for b in range(256) if b not in b'[]{}"')
+# an object nests as an array does: one kind of bracket left to count
+_AS_ARRAYS = bytes.maketrans(b"{}", b"[]")
+_NESTING_STEP = {ord("["): 1, ord("]"): -1}
+
+
+def nested_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether the JSON text opens more than `limit` arrays and objects inside each other.
+    Counted on the bytes, before any parser recurses into them; every step is a bytes
+    method, so a poll's body costs a few microseconds."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    # escapes first (an escaped backslash, then an escaped quote), so each quote left opens or
+    # closes a string; then the brackets outside strings
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quoted = unescaped.translate(_AS_ARRAYS, _BRACKETS_AND_QUOTES).split(b'"')
+    brackets = left = b"".join(quoted[::2])
+    for _ in range(limit):
+        # each pass takes the innermost pairs away (a pair it makes waits for the next pass):
+        # exactly one level of nesting
+        left = left.replace(b"[]", b"")
+        if not left:
+            return False
+    # deeper, or not balanced: counted exactly
+    return max(accumulate(_NESTING_STEP[byte] for byte in brackets), default=0) > limit
 
 
 def check_depth(value: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:

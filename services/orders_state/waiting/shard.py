@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -24,6 +24,17 @@ log = logging.getLogger("mlutp.wakeups")
 RECONNECT_BACKOFF_S = (0.1, 0.5, 1.0, 2.0)
 # the name of the pub/sub connections in Redis's CLIENT LIST
 WAKEUPS_CLIENT_NAME = "mlutp-wakeups"
+
+
+@contextlib.contextmanager
+def lost_if_transport_closed() -> Iterator[None]:
+    """A write on a connection whose transport was already closed is a lost connection. On
+    Python 3.12 and 3.13, asyncio's `writelines` on such a transport raises TypeError or
+    AttributeError instead of dropping the write (CPython gh-136234)."""
+    try:
+        yield
+    except (TypeError, AttributeError) as exc:
+        raise ConnectionError(f"pub/sub connection lost while writing: {exc!r}") from exc
 
 
 class Waiter:
@@ -95,7 +106,8 @@ class Shard:
                 slots[key_slot(channel.encode())].append(channel)
             groups = slots.values()
         for group in groups:
-            await pubsub.ssubscribe(*group)
+            with lost_if_transport_closed():
+                await pubsub.ssubscribe(*group)
 
     async def confirmed(self, channel: str) -> None:
         """Until Redis confirmed the channel's subscription; ConnectionError if the connection
@@ -112,7 +124,8 @@ class Shard:
             self.confirmations.pop(channel, None)
         # one SUNSUBSCRIBE per channel: a cluster node refuses channels of several slots
         for channel in channels:
-            await pubsub.sunsubscribe(channel)
+            with lost_if_transport_closed():
+                await pubsub.sunsubscribe(channel)
 
     async def _run(self) -> None:
         attempt = 0
@@ -161,7 +174,8 @@ class Shard:
                     f"no answer on the pub/sub connection for {now - heard_at:.1f} s"
                 )
             else:
-                await pubsub.ping()
+                with lost_if_transport_closed():
+                    await pubsub.ping()
 
     async def _lost(self, exc: BaseException) -> None:
         was_available, self.available = self.available, False
