@@ -19,6 +19,13 @@ class OrdersStateSettings(BffSettings):
     max_waiting: int = Field(
         10_000, ge=0, validation_alias=AliasChoices("MLUTP_MAX_WAITING", "max_waiting")
     )
+    # waiting polls of one user held at once (its devices, its app's tabs); past it that
+    # user's polls answer at once, interval grown, so one user cannot take the whole cap
+    max_waiting_per_user: int = Field(
+        8,
+        ge=1,
+        validation_alias=AliasChoices("MLUTP_MAX_WAITING_PER_USER", "max_waiting_per_user"),
+    )
     # a channel no poll waits on stays subscribed this long: the client's next poll waits on
     # the same orders right away
     wakeup_linger_s: float = Field(

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -64,6 +65,8 @@ class WaitedAnswer:
 @dataclass(frozen=True)
 class WaitingConfig:
     max_waiting: int = 10_000
+    # one user's polls held at once (a few devices, a few tabs): one user cannot take the cap
+    max_waiting_per_user: int = 8
     # how long subscribing to the orders' channels may take before the poll gives up waiting
     subscribe_deadline_s: float = 0.5
     # after a wake-up, look again this much later: the writes of one burst (a feature writing
@@ -91,6 +94,7 @@ class WaitingPolls:
         self.metrics = metrics
         self.rng = rng or random.Random()
         self.waiting = 0
+        self.waiting_by_user: Counter[str] = Counter()
         # polls held now: listening, polled, nothing to say yet
         self.held = 0
         self.held_changed = asyncio.Condition()
@@ -166,7 +170,11 @@ class WaitingPolls:
 
         if not self._can_wait():
             return at_once(await look())
-        if self.waiting >= self.config.max_waiting:
+        user_id = headers.get(USER_HEADER, "")
+        if (
+            self.waiting >= self.config.max_waiting
+            or self.waiting_by_user[user_id] >= self.config.max_waiting_per_user
+        ):
             result = await look()
             if result.cannot_wait or has_news(known_statuses, result.orders):
                 return at_once(result)
@@ -178,55 +186,77 @@ class WaitingPolls:
             return WaitedAnswer(replace(result, interval_ms=interval_ms), WaitCause.SHED)
 
         assert self.wakeups is not None
-        # the slot is taken before the first look, so the cap holds for polls in any phase
+        wakeups = self.wakeups
+        # the slot is taken before the first look, so the caps hold for polls in any phase
         self.waiting += 1
+        self.waiting_by_user[user_id] += 1
         self.metrics.waiting.inc()
         try:
             async with contextlib.AsyncExitStack() as stack:
+                order_channels = [tags_channel(k.order.service, k.order.orderid) for k in known]
                 try:
-                    # listen before the first look at the tags: a write from then on rings
-                    waiter = await stack.enter_async_context(
-                        self.wakeups.watch(
-                            self._channels(known, services, headers),
+                    # listen before the first look: a write from then on rings. Only on the
+                    # user's own lists and on order channels already listened to (usually
+                    # this client's orders, from its last poll): the orders the client names
+                    # are not known to be the user's before the look
+                    watch = await stack.enter_async_context(
+                        wakeups.watch(
+                            [
+                                *self._list_channels(services, user_id),
+                                *filter(wakeups.listening, order_channels),
+                            ],
                             self.config.subscribe_deadline_s,
                         )
                     )
+                    self._waiters.add(watch.waiter)
+                    stack.callback(self._waiters.discard, watch.waiter)
+                    result = await look()
+                    if result.cannot_wait or has_news(known_statuses, result.orders):
+                        return at_once(result)
+                    # no news: every known order is in the answer, the source listed it for
+                    # the user. The rest of their channels now; a write before Redis
+                    # confirmed them is seen by one more look
+                    unheard = [c for c in order_channels if c not in watch.channels]
+                    if unheard:
+                        await watch.listen(unheard, self.config.subscribe_deadline_s)
                 except (RedisError, OSError, TimeoutError) as exc:
                     log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
                     return WaitedAnswer(await look(), WaitCause.UNAVAILABLE)
-                self._waiters.add(waiter)
-                stack.callback(self._waiters.discard, waiter)
-                return await self._wait(waiter, look, known_statuses, ends_at, at_once)
+                if unheard:
+                    result = await look()
+                    if result.cannot_wait or has_news(known_statuses, result.orders):
+                        return at_once(result)
+                return await self._wait(
+                    watch.waiter, look, result, known_statuses, ends_at, at_once
+                )
         finally:
             self.waiting -= 1
+            self.waiting_by_user[user_id] -= 1
+            if not self.waiting_by_user[user_id]:
+                del self.waiting_by_user[user_id]
             self.metrics.waiting.dec()
 
-    def _channels(
-        self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
-    ) -> list[str]:
-        """The known orders' channels (a part changed) and the user's list channels of the
-        services with list tags (an order created elsewhere, finished, moved by its source)."""
-        user_id = headers.get(USER_HEADER)
-        channels = [tags_channel(k.order.service, k.order.orderid) for k in known]
-        if user_id:
-            channels += [
-                list_channel(service, user_id)
-                for service in self.engine.listed_services(services, user_id)
-            ]
-        return channels
+    def _list_channels(self, services: Sequence[str], user_id: str) -> list[str]:
+        """The user's list channels of the services with list tags: an order created
+        elsewhere, finished or moved by its source."""
+        if not user_id:
+            return []
+        return [
+            list_channel(service, user_id)
+            for service in self.engine.listed_services(services, user_id)
+        ]
 
     async def _wait(
         self,
         waiter: Waiter,
         look: Callable[[], Awaitable[LookResult]],
+        result: LookResult,
         known_statuses: dict[OrderKey, str],
         ends_at: float,
         at_once: Callable[[LookResult], WaitedAnswer],
     ) -> WaitedAnswer:
+        """Held from a look without news until a wake-up, the min TTL or the wait's end."""
         loop = asyncio.get_running_loop()
-        result = await look()
-        if result.cannot_wait or has_news(known_statuses, result.orders):
-            return at_once(result)
         while True:
             if self.shutting_down:
                 return WaitedAnswer(result, WaitCause.SHUTDOWN)

@@ -48,6 +48,7 @@ def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
             wakeups,
             WaitingConfig(
                 max_waiting=settings.max_waiting,
+                max_waiting_per_user=settings.max_waiting_per_user,
                 subscribe_deadline_s=settings.wakeup_subscribe_deadline_s,
                 wakeup_settle_s=settings.wakeup_settle_s,
                 interval_max_ms=settings.protocol.interval_max_ms,

@@ -29,6 +29,30 @@ from shared.redis import RedisClient, create_redis
 log = logging.getLogger("mlutp.wakeups")
 
 
+class Watch:
+    """One waiting poll's channels and its doorbell."""
+
+    def __init__(self, wakeups: TagWakeups) -> None:
+        self.wakeups = wakeups
+        self.waiter = Waiter()
+        self.channels: set[str] = set()
+
+    async def listen(self, channels: Sequence[str], deadline_s: float) -> None:
+        """Ring on these channels too, once Redis confirmed them (see `TagWakeups.watch`)."""
+        new = [channel for channel in dict.fromkeys(channels) if channel not in self.channels]
+        for channel in new:
+            self.channels.add(channel)
+            self.wakeups._add_waiter(channel, self.waiter)
+        await self.wakeups._subscribe(new, deadline_s)
+
+    def stop_listening(self, channels: Sequence[str]) -> None:
+        """No more rings from these channels; each lingers subscribed for a while."""
+        for channel in channels:
+            if channel in self.channels:
+                self.channels.discard(channel)
+                self.wakeups._remove_waiter(channel, self.waiter)
+
+
 class TagWakeups:
     def __init__(
         self,
@@ -114,27 +138,35 @@ class TagWakeups:
             return shard
         return self.shards[""]
 
+    def listening(self, channel: str) -> bool:
+        """Subscribed on Redis and confirmed now: a watch of it rings from now on."""
+        shard = self.subscribed.get(channel)
+        return shard is not None and shard.available and channel not in shard.confirmations
+
     @contextlib.asynccontextmanager
-    async def watch(self, channels: Sequence[str], deadline_s: float) -> AsyncIterator[Waiter]:
-        """Listen on these channels (orders' and users' lists'). The subscriptions are
-        confirmed by Redis before this yields, so a write from then on rings the waiter;
-        ConnectionError or TimeoutError when they cannot be within `deadline_s`."""
-        waiter = Waiter()
-        for channel in channels:
-            self.waiters[channel].add(waiter)
-            self.idle_since.pop(channel, None)
+    async def watch(self, channels: Sequence[str], deadline_s: float) -> AsyncIterator[Watch]:
+        """Listen on these channels (orders' and users' lists'), and on more as the watch
+        adds them. The subscriptions are confirmed by Redis before this yields, so a write
+        from then on rings the waiter; ConnectionError or TimeoutError when they cannot be
+        within `deadline_s`."""
+        watch = Watch(self)
         try:
-            await self._subscribe(channels, deadline_s)
-            yield waiter
+            await watch.listen(channels, deadline_s)
+            yield watch
         finally:
-            now = self.clock()
-            for channel in channels:
-                waiters = self.waiters.get(channel)
-                if waiters is not None:
-                    waiters.discard(waiter)
-                    if not waiters:
-                        del self.waiters[channel]
-                        self.idle_since[channel] = now
+            watch.stop_listening(list(watch.channels))
+
+    def _add_waiter(self, channel: str, waiter: Waiter) -> None:
+        self.waiters[channel].add(waiter)
+        self.idle_since.pop(channel, None)
+
+    def _remove_waiter(self, channel: str, waiter: Waiter) -> None:
+        waiters = self.waiters.get(channel)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self.waiters[channel]
+                self.idle_since[channel] = self.clock()
 
     async def _subscribe(self, channels: Sequence[str], deadline_s: float) -> None:
         try:

@@ -21,7 +21,7 @@ from client.model import ClientOptions
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.waiting import MAX_WAIT_MS
-from shared.redis import tags_key
+from shared.redis import tags_channel, tags_key
 from tests.emulator_api import advance, change, create_order_id
 from tests.helpers import (
     STATE,
@@ -321,8 +321,11 @@ async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_
     redis_sync: redis.Redis,
     unique: str,
 ):
-    # admission control admits 4 looks at a time; 20 polls are held on one order
-    client = await make_waiting_state(protocol={"min_polls_in_flight": 4, "max_polls_in_flight": 4})
+    # admission control admits 4 looks at a time; 20 polls are held on one order (its user's
+    # own bound raised to let them)
+    client = await make_waiting_state(
+        protocol={"min_polls_in_flight": 4, "max_polls_in_flight": 4}, max_waiting_per_user=20
+    )
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     polls = []
     for count in range(1, 21):
@@ -333,3 +336,65 @@ async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_
     answers = await asyncio.gather(*polls)
     assert [headers["X-Mlutp-Wait"] for _, headers in answers] == ["wakeup"] * 20
     assert all("rarely_changed" in order["need_request"] for order, _ in answers)
+
+
+async def test_one_user_cannot_take_the_whole_waiting_cap(
+    make_waiting_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    client = await make_waiting_state(max_waiting=10, max_waiting_per_user=2)
+    greedy, other = f"{unique}-greedy", f"{unique}-other"
+    orderid, tags = await caught_up(emulator, redis_sync, greedy)
+    other_orderid, other_tags = await caught_up(emulator, redis_sync, other)
+    held_polls = [
+        asyncio.create_task(poll_order(client, greedy, orderid, tags, wait_ms=20_000))
+        for _ in range(2)
+    ]
+    await held(client, held_polls[-1], count=2)
+
+    # the user's third poll is answered at once; another user's still waits
+    _, headers = await poll_order(client, greedy, orderid, tags, wait_ms=20_000)
+    assert headers["X-Mlutp-Wait"] == "shed"
+    other_poll = asyncio.create_task(
+        poll_order(client, other, other_orderid, other_tags, wait_ms=20_000)
+    )
+    await held(client, other_poll, count=3)
+
+    await advance(emulator, "taxi", orderid)
+    await advance(emulator, "taxi", other_orderid)
+    for poll in [*held_polls, other_poll]:
+        _, headers = await poll
+        assert headers["X-Mlutp-Wait"] == "wakeup"
+
+
+async def test_a_waiting_poll_listens_only_to_orders_the_source_lists_for_the_user(
+    waiting_state: TestClient,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    owner, prober = f"{unique}-owner", f"{unique}-prober"
+    orderid, tags = await caught_up(emulator, redis_sync, owner)
+    channel = tags_channel("taxi", orderid)
+
+    # another user names the order: it is not theirs, so the poll answers at once and Redis
+    # holds no subscription to its channel
+    known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
+    resp = await waiting_state.post(
+        STATE,
+        json={"known_orders": [known], "wait_ms": 20_000},
+        headers={"X-Yandex-UID": prober},
+    )
+    assert resp.status == 200 and resp.headers["X-Mlutp-Wait"] == "news"
+    assert (await resp.json())["orders"] == []
+    assert redis_sync.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 0
+
+    # its owner's waiting poll listens, and a write wakes it
+    waiting = asyncio.create_task(poll_order(waiting_state, owner, orderid, tags, wait_ms=20_000))
+    await held(waiting_state, waiting)
+    assert redis_sync.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 1
+    await advance(emulator, "taxi", orderid)
+    _, headers = await waiting
+    assert headers["X-Mlutp-Wait"] == "wakeup"
