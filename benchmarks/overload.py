@@ -1,7 +1,12 @@
 """Benchmark: orders_state overloaded by a closed loop of many connections, with admission
-control (the adaptive cap of polls in progress, or --cap N fixed) and without it (a cap no
-load reaches), side by side in one run, at each connection count. A connection answered 503
-waits its Retry-After, as the reference client does.
+control (the cap of polls in progress the process clears in its budget, or --cap N fixed) and
+without it (a cap no load reaches), side by side in one run, at each connection count. A
+connection answered 503 waits its Retry-After, as the reference client does.
+
+First, bursts: N polls sent at once on N open connections, to a cold process (the burst is its
+first work) and to a warm one (after two seconds of load and a pause). Goal: none shed up to
+what the process clears in 250 ms (its warm throughput x 0.25), and no tag-cache or source
+call timed out or circuit opened by the process's own queue.
 
 For each: admitted polls (200) per second and their p50/p99; the share answered 503 and how
 fast a 503 comes; and the share of 200s that said an order source was unavailable (with the
@@ -10,9 +15,11 @@ orders). The server under test runs on CPU 0; the load, Redis, order_tags and th
 CPU 1.
 
 Bounds asserted on admission control (the exit status is 1 when one fails): at most 2 % of
-admitted polls say a source is unavailable, admitted p50 and 503 p50 within 100 ms.
+admitted polls say a source is unavailable, admitted p50 and 503 p50 within 100 ms, admitted
+p99 within 250 ms, no circuit opened; bursts as above.
 
     python benchmarks/overload.py [--seconds 10] [--connections 1000,3000]
+                                  [--bursts 50,100,200,500]
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import build_request, percentile, read_response
-from devtools.bench_stack import post_json, upstream_stack, wait_http
+from devtools.bench_stack import Stack, post_json, upstream_stack, wait_http
 from shared.embedded_redis import free_port
 
 PATH = "/mlutp/v1/orders/state"
@@ -38,6 +47,15 @@ USERS = 50
 UNCAPPED = 1_000_000
 MAX_UNAVAILABLE_SHARE = 0.02
 MAX_P50_S = 0.1
+MAX_P99_S = 0.25
+BUDGET_S = 0.25
+# the process's own queue opening circuits or timing calls out: these metrics must not move
+OWN_QUEUE_SIGNS = (
+    'mlutp_tag_cache_calls_total{outcome="unavailable"}',
+    'mlutp_tag_cache_calls_total{outcome="circuit_open"}',
+    'mlutp_order_source_calls_total{outcome="unavailable",service="taxi"}',
+    'mlutp_order_source_calls_total{outcome="unavailable",service="eats"}',
+)
 
 
 @dataclass
@@ -70,7 +88,56 @@ class Outcome:
             broken.append(f"admitted p50 over {MAX_P50_S * 1000:.0f} ms")
         if shed and percentile(shed, 0.5) > MAX_P50_S:
             broken.append(f"503 p50 over {MAX_P50_S * 1000:.0f} ms")
+        if ok and percentile(ok, 0.99) > MAX_P99_S:
+            broken.append(f"admitted p99 over {MAX_P99_S * 1000:.0f} ms")
         return broken
+
+
+def own_queue_signs(port: int) -> dict[str, float]:
+    """The metrics that move when the process's own queue times calls out or opens circuits."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    found = dict.fromkeys(OWN_QUEUE_SIGNS, 0.0)
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in found:
+            found[name] = float(value)
+    return found
+
+
+def moved(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before[name] for name in after if after[name] > before[name]}
+
+
+async def burst(port: int, requests: list[bytes], size: int) -> Outcome:
+    """`size` polls sent at once, each on a connection opened before."""
+    connections = [await asyncio.open_connection("127.0.0.1", port) for _ in range(size)]
+    outcome = Outcome()
+    started = time.perf_counter()
+
+    async def one(index: int) -> None:
+        reader, writer = connections[index]
+        writer.write(requests[index % len(requests)])
+        status, body, _ = await read_response(reader)
+        outcome.statuses[status] += 1
+        outcome.latencies.setdefault(status, []).append(time.perf_counter() - started)
+        if status == 200 and b"service_unavailable" in body:
+            outcome.unavailable += 1
+        writer.close()
+
+    await asyncio.gather(*(one(index) for index in range(size)))
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def burst_line(name: str, size: int, outcome: Outcome, signs: dict[str, float]) -> str:
+    ok = outcome.latencies.get(200, [])
+    return (
+        f"{name:5s} burst {size:4d}: shed {outcome.statuses[503]:4d}  "
+        f"all answered in {outcome.seconds * 1000:6.1f} ms  "
+        f"p99 {percentile(ok, 0.99) * 1000:6.1f} ms  "
+        f"source unavailable {outcome.unavailable}  own queue signs {signs or 'none'}"
+    )
 
 
 async def _connection(
@@ -115,10 +182,61 @@ async def closed_loop(
     return outcome
 
 
+def start_orders_state(stack: Stack, cap: int | None) -> tuple[int, subprocess.Popen[bytes]]:
+    port = free_port()
+    stack.env["ORDERS_STATE_PORT"] = str(port)
+    if cap is not None:
+        stack.env["MLUTP_MIN_POLLS_IN_FLIGHT"] = stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(cap)
+    stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
+    stack.env.pop("MLUTP_MIN_POLLS_IN_FLIGHT", None)
+    stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
+    return port, stack.processes[-1]
+
+
+def run_bursts(stack: Stack, body: bytes, sizes: list[int], cap: int | None) -> bool:
+    """Bursts on a cold process (a new one each) and on a warm one; True if a bound broke."""
+    if not sizes:
+        return False
+    failed = False
+    print("\nbursts: N polls at once on N open connections")
+    warm_port, warm_process = start_orders_state(stack, cap)
+    requests = [
+        build_request(warm_port, PATH, body, {"X-Yandex-UID": f"u{user}"}) for user in range(USERS)
+    ]
+    # the warm process's throughput: what it clears in its budget
+    warmed = asyncio.run(closed_loop(warm_port, requests, 50, 2.0))
+    clears = int(len(warmed.latencies.get(200, [])) / warmed.seconds * BUDGET_S)
+    print(f"warm throughput {clears / BUDGET_S:.0f} polls/s: {clears} polls cleared in 250 ms")
+    for size in sizes:
+        cold_port, cold_process = start_orders_state(stack, cap)
+        cold_requests = [
+            request.replace(f":{warm_port}".encode(), f":{cold_port}".encode())
+            for request in requests
+        ]
+        before = own_queue_signs(cold_port)
+        cold = asyncio.run(burst(cold_port, cold_requests, size))
+        cold_signs = moved(before, own_queue_signs(cold_port))
+        cold_process.terminate()
+        cold_process.wait(10)
+        time.sleep(1.0)  # the warm process idle again: its windows say so
+        before = own_queue_signs(warm_port)
+        warm = asyncio.run(burst(warm_port, requests, size))
+        warm_signs = moved(before, own_queue_signs(warm_port))
+        for name, outcome, signs in (("cold", cold, cold_signs), ("warm", warm, warm_signs)):
+            print(burst_line(name, size, outcome, signs))
+            if size <= clears and (outcome.statuses[503] or signs):
+                failed = True
+                print(f"  bound broken: {size} <= {clears} polls cleared in 250 ms")
+    warm_process.terminate()
+    warm_process.wait(10)
+    return failed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", default="1000,3000")
+    parser.add_argument("--bursts", default="50,100,200,500")
     parser.add_argument(
         "--cap",
         type=int,
@@ -139,16 +257,12 @@ def main() -> None:
                     f"{emulator}/emulator/v1/orders",
                     json.dumps({"user_id": f"u{user}", "service": service}).encode(),
                 )
-        ports = {"admission control": free_port(), "no cap": free_port()}
-        for name, port in ports.items():
-            stack.env["ORDERS_STATE_PORT"] = str(port)
-            fixed = UNCAPPED if name == "no cap" else args.cap
-            if fixed is not None:
-                stack.env["MLUTP_MIN_POLLS_IN_FLIGHT"] = str(fixed)
-                stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(fixed)
-            stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
-            stack.env.pop("MLUTP_MIN_POLLS_IN_FLIGHT", None)
-            stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
+        bursts = [int(size) for size in args.bursts.split(",") if size]
+        failed = run_bursts(stack, body, bursts, args.cap) or failed
+        ports = {
+            "admission control": start_orders_state(stack, args.cap)[0],
+            "no cap": start_orders_state(stack, UNCAPPED)[0],
+        }
         cap = json.loads(
             post_json(
                 f"http://127.0.0.1:{ports['admission control']}{PATH}",
@@ -167,8 +281,12 @@ def main() -> None:
                     build_request(port, PATH, body, {"X-Yandex-UID": f"u{user}"})
                     for user in range(USERS)
                 ]
+                before = own_queue_signs(port)
                 results[name] = asyncio.run(closed_loop(port, requests, connections, args.seconds))
-                print(results[name].line(name))
+                signs = moved(before, own_queue_signs(port))
+                print(results[name].line(name) + f"  own queue signs {signs or 'none'}")
+                if name == "admission control" and signs:
+                    failed = True
             capped, uncapped = results["admission control"], results["no cap"]
             p99 = percentile(capped.latencies.get(200, []), 0.99)
             p99_uncapped = percentile(uncapped.latencies.get(200, []), 0.99)

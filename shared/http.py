@@ -4,6 +4,7 @@ retries through aiohttp-retry, and an overall deadline per call."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,47 @@ async def http_session_ctx(app: web.Application) -> AsyncIterator[None]:
     await app[HTTP_SESSION].close()
 
 
+# a timer firing later than this was held up by the process's own work
+_LATE_S = 0.001
+
+
+@contextlib.asynccontextmanager
+async def upstream_deadline(deadline_s: float, own_queue_allowance_s: float) -> AsyncIterator[None]:
+    """`asyncio.timeout(deadline_s)`, except that when its timer fires late (the event loop was
+    busy with this process's own work) it is moved on by as much, up to the allowance in all.
+    An answer that arrived in time but waits in the socket behind the process's own queue is
+    read before the deadline is judged: a burst the process admitted does not time out its
+    upstreams on itself and open their circuits. With the loop idle the deadline is exact."""
+    if own_queue_allowance_s <= 0:
+        async with asyncio.timeout(deadline_s):
+            yield
+        return
+    loop = asyncio.get_running_loop()
+    allowance = own_queue_allowance_s
+    timeout = asyncio.timeout(None)
+    # the timer now (one at a time)
+    timers: list[asyncio.TimerHandle] = []
+
+    def judge(due: float) -> None:
+        nonlocal allowance
+        late = loop.time() - due
+        if late > _LATE_S and allowance > 0:
+            extra = min(late, allowance)
+            allowance -= extra
+            moved_to = loop.time() + extra
+            timers[0] = loop.call_at(moved_to, judge, moved_to)
+        else:
+            timeout.reschedule(loop.time())
+
+    due = loop.time() + deadline_s
+    timers.append(loop.call_at(due, judge, due))
+    try:
+        async with timeout:
+            yield
+    finally:
+        timers[0].cancel()
+
+
 class UpstreamClient:
     """A base URL, a retry policy and explicit timeouts over a session. Subclasses add typed
     calls. Given the app's session it shares that pool; without one it opens (and on `close`
@@ -114,10 +156,17 @@ class UpstreamClient:
         session: aiohttp.ClientSession | None = None,
         headers: dict[str, str] | None = None,
         protection: Protection | None = None,
+        own_queue_allowance_s: float = 0.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.deadline_s = deadline_s
-        self._attempt_timeout = aiohttp.ClientTimeout(total=attempt_timeout_s)
+        # how much longer than its deadline a call may last while this process's own event
+        # loop is busy (see `upstream_deadline`); the deadline alone judges the upstream, so
+        # the attempt's own timeout leaves room for it
+        self.own_queue_allowance_s = own_queue_allowance_s
+        self._attempt_timeout = aiohttp.ClientTimeout(
+            total=attempt_timeout_s + own_queue_allowance_s
+        )
         self._owns_session = session is None
         self._session = session or create_session()
         self._headers = {"Content-Type": "application/json", **(headers or {})}
@@ -183,13 +232,16 @@ class UpstreamClient:
         retry_options: ExponentialRetry | None,
     ) -> UpstreamResponse:
         all_headers = {**self._headers, **headers} if headers else self._headers
-        async with asyncio.timeout(deadline_s or self.deadline_s):
-            async with self._retry_client.post(
+        deadline = upstream_deadline(deadline_s or self.deadline_s, self.own_queue_allowance_s)
+        async with (
+            deadline,
+            self._retry_client.post(
                 self.base_url + path,
                 data=body,
                 headers=all_headers,
                 timeout=self._attempt_timeout,
                 retry_options=retry_options,
-            ) as response:
-                payload = await response.read()
-                return UpstreamResponse(response.status, payload, dict(response.headers))
+            ) as response,
+        ):
+            payload = await response.read()
+            return UpstreamResponse(response.status, payload, dict(response.headers))

@@ -33,6 +33,7 @@ class OrderTagsClient(UpstreamClient):
         deadline_s: float = 0.05,
         retry: RetryPolicy | None = None,
         session: aiohttp.ClientSession | None = None,
+        own_queue_allowance_s: float = 0.0,
     ) -> None:
         super().__init__(
             base_url,
@@ -42,6 +43,7 @@ class OrderTagsClient(UpstreamClient):
             retry=retry or RetryPolicy(attempts=2, retry_on_5xx=False, retry_on_timeout=False),
             session=session,
             headers={"Authorization": f"Bearer {token}"},
+            own_queue_allowance_s=own_queue_allowance_s,
         )
 
     async def _call(

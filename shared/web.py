@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shared import wire
 from shared.config import ServiceSettings
-from shared.errors import DomainError, PayloadTooLarge, StartupError
+from shared.errors import BadRequest, DomainError, PayloadTooLarge, StartupError
 from shared.logs import request_id_var
 from shared.metrics import HttpMetrics
 
@@ -95,11 +95,19 @@ async def service_middleware(request: web.Request, handler: Handler) -> web.Stre
     """Request id, the one mapping of errors to `{"code", "message"}`, metrics and the access
     log. One middleware, not four: each layer costs on every request of the hot path."""
     started = time.perf_counter()
-    request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+    given_id = request.headers.get(REQUEST_ID_HEADER)
+    # an id that is not visible ASCII is refused, not echoed or forwarded altered
+    bad_id = given_id is not None and not wire.FORWARDED_ID.fullmatch(given_id)
+    request_id = given_id if given_id and not bad_id else uuid.uuid4().hex
     token = request_id_var.set(request_id)
     response: web.StreamResponse
     try:
         try:
+            if bad_id:
+                raise BadRequest(
+                    f"{REQUEST_ID_HEADER} must be 1 to 128 visible ASCII characters",
+                    code="bad_header",
+                )
             response = await handler(request)
         except DomainError as exc:
             response = error_response(exc.status, exc.code, exc.message, exc.details)

@@ -1,29 +1,32 @@
-"""Admission control's I/O: the polls in progress, the event loop's lag that moves the cap,
-and the 503 past it. The decisions are `shared.protocol.admission`'s."""
+"""Admission control's I/O: the polls in progress, the CPU the process spends on them that
+moves the cap, the event loop's lag (a metric), and the 503 past the cap. The decisions are
+`shared.protocol.admission`'s."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from services.bff.metrics import BffMetrics
 from shared.errors import Overloaded
-from shared.protocol.admission import AdaptiveLimit, admitted, retry_after_s
+from shared.protocol.admission import BudgetLimit, admitted, retry_after_s
 from shared.protocol.interval import overload_factor
 
 
 class Admission:
     def __init__(
         self,
-        limit: AdaptiveLimit,
+        limit: BudgetLimit,
         *,
         overload_in_flight: int,
         overload_max_factor: float,
         retry_after_base_s: int,
         metrics: BffMetrics,
         rng: random.Random,
+        cpu_clock: Callable[[], float] = time.process_time,
     ) -> None:
         self.limit = limit
         self.overload_in_flight = overload_in_flight
@@ -31,8 +34,10 @@ class Admission:
         self.retry_after_base_s = retry_after_base_s
         self.metrics = metrics
         self.rng = rng
+        self.cpu_clock = cpu_clock
         self.in_flight = 0
-        self._peak_in_flight = 0
+        # looks finished since start: the cost windows count theirs
+        self.looks_done = 0
         metrics.admission_limit.set(limit.cap)
 
     def check(self) -> None:
@@ -56,12 +61,12 @@ class Admission:
         if not admitted:
             self.check()
         self.in_flight += 1
-        self._peak_in_flight = max(self._peak_in_flight, self.in_flight)
         self.metrics.polls_in_flight.inc()
         try:
             yield
         finally:
             self.in_flight -= 1
+            self.looks_done += 1
             self.metrics.polls_in_flight.dec()
 
     def overload(self) -> float:
@@ -70,17 +75,29 @@ class Admission:
         soft_limit = max(1, min(self.overload_in_flight, self.limit.cap // 2))
         return overload_factor(self.in_flight, soft_limit, self.overload_max_factor)
 
-    def observe_lag(self, lag_s: float) -> None:
-        cap = self.limit.observe(lag_s * 1000, self._peak_in_flight)
-        self._peak_in_flight = self.in_flight
-        self.metrics.loop_lag.observe(lag_s)
+    def observe_window(self, *, cpu_s: float, wall_s: float, looks: int) -> None:
+        cap = self.limit.observe(cpu_ms=cpu_s * 1000, wall_ms=wall_s * 1000, looks=looks)
         self.metrics.admission_limit.set(cap)
+        self.metrics.look_cost.set(self.limit.look_cost_ms / 1000)
 
-    async def watch_loop_lag(self, interval_s: float) -> None:
-        """Forever: how late a timer of `interval_s` fires is the time the loop's ready work
-        took, the process's own queue."""
+    async def watch(self, sample_s: float, window_s: float) -> None:
+        """Forever: the event loop's lag each `sample_s` (how late a timer fires is the time
+        the loop's ready work took), and each `window_s` the CPU the process used and the
+        looks it finished: both move the cap."""
         loop = asyncio.get_running_loop()
+        window_started, cpu_started, looks_started = loop.time(), self.cpu_clock(), 0
         while True:
             started = loop.time()
-            await asyncio.sleep(interval_s)
-            self.observe_lag(loop.time() - started - interval_s)
+            await asyncio.sleep(sample_s)
+            now = loop.time()
+            lag = max(0.0, now - started - sample_s)
+            self.metrics.loop_lag.observe(lag)
+            self.metrics.admission_limit.set(self.limit.observe_lag(lag * 1000))
+            if now - window_started >= window_s:
+                cpu = self.cpu_clock()
+                self.observe_window(
+                    cpu_s=cpu - cpu_started,
+                    wall_s=now - window_started,
+                    looks=self.looks_done - looks_started,
+                )
+                window_started, cpu_started, looks_started = now, cpu, self.looks_done

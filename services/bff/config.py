@@ -119,12 +119,18 @@ class ProtocolSettings(BaseSettings):
     # polls in progress, if lower)
     overload_in_flight: int = Field(500, ge=1)
     overload_max_factor: float = Field(4.0, ge=1)
-    # the cap of polls in progress (past it a poll is a 503 with Retry-After at once) follows
-    # the event loop's lag, between these bounds: it shrinks while a timer fires more than
-    # admission_lag_target_ms late (the process queues its own work) and grows while it is
-    # reached with the loop on time (a floor above the ceiling is the ceiling)
+    # the cap of polls in progress (past it a poll is a 503 with Retry-After at once) is the
+    # looks the process clears in admission_budget_ms, at the CPU a look costs (measured in
+    # windows of admission_window_s; admission_look_cost_ms until one is), between these
+    # bounds (a floor above the ceiling is the ceiling); scaled down by target / lag while the
+    # event loop's smoothed lag (sampled each admission_sample_s) stays above
+    # admission_lag_target_ms: lasting overload, where reading and refusing requests take
+    # their share of the loop
     max_polls_in_flight: int = Field(2000, ge=1)
     min_polls_in_flight: int = Field(20, ge=1)
+    admission_budget_ms: float = Field(250.0, gt=0)
+    admission_look_cost_ms: float = Field(1.0, gt=0)
+    admission_window_s: float = Field(0.25, gt=0, le=10)
     admission_lag_target_ms: float = Field(10.0, gt=0)
     admission_sample_s: float = Field(0.01, gt=0, le=1)
     overload_retry_after_s: int = Field(2, ge=1)

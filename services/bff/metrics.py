@@ -101,7 +101,12 @@ class BffMetrics:
         )
         self.admission_limit = Gauge(
             "mlutp_admission_limit",
-            "The cap of polls in progress now: it follows the event loop's lag",
+            "The cap of polls in progress now: the looks the process clears in its budget",
+            registry=registry,
+        )
+        self.look_cost = Gauge(
+            "mlutp_look_cost_seconds",
+            "CPU time one look (a poll's sources and tags) costs the process, as measured",
             registry=registry,
         )
         self.loop_lag = Histogram(

@@ -24,18 +24,20 @@ from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, part_content
-from shared.wire import OrderKey
+from shared.wire import USER_HEADER, OrderKey
 
 
 @dataclass(frozen=True)
 class FetchKey:
-    """What makes two part requests one fetch: the same upstream, order, request and user."""
+    """What makes two part requests one fetch: the same upstream, order and user. What else
+    the request carries (its other fields, User-Agent, Accept-Language) is the same client's
+    choice within a memo's few seconds: varying it must not buy an upstream call more, or a
+    client could make the part upstreams' load whatever it likes."""
 
     part_type: str
     service: str
     orderid: str
-    other_fields: bytes
-    identity: tuple[tuple[str, str], ...]
+    user_id: str
 
 
 @dataclass
@@ -55,9 +57,6 @@ class StartedFetch:
     order: RequestedOrder
     fetch: OrderFetch
     key: FetchKey
-
-
-_sorted_json = msgspec.json.Encoder(order="sorted")
 
 
 class PartService:
@@ -136,16 +135,10 @@ class PartService:
         self,
         endpoint: PartEndpoint,
         orderid: str,
-        other_fields: Mapping[str, Any],
         headers: Mapping[str, str],
     ) -> FetchKey:
-        identity = tuple(sorted((k, v) for k, v in headers.items() if k != "X-Request-Id"))
         return FetchKey(
-            endpoint.rule.part_type,
-            endpoint.service,
-            orderid,
-            _sorted_json.encode(other_fields),
-            identity,
+            endpoint.rule.part_type, endpoint.service, orderid, headers.get(USER_HEADER, "")
         )
 
     async def fetch_parts(
@@ -163,7 +156,7 @@ class PartService:
         fetches: list[OrderFetch] = []
         started: list[StartedFetch] = []
         for order in orders:
-            key = self._key(endpoint, order.orderid, other_fields, headers)
+            key = self._key(endpoint, order.orderid, headers)
             running = self._in_flight.get(key) if self.coalesce else None
             if running is None:
                 running = OrderFetch(loop.create_future())

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from shared.errors import Unauthorized
+from shared.errors import BadRequest, Unauthorized
 from shared.web import request_id
-from shared.wire import USER_HEADER, checked_user_id
+from shared.wire import FORWARDED_TEXT, USER_HEADER, checked_user_id
+
+FORWARDED_TEXT_HEADERS = ("User-Agent", "Accept-Language")
 
 
 def require_user(request: web.Request) -> str:
@@ -26,11 +28,18 @@ def require_user(request: web.Request) -> str:
 def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:
     """Headers forwarded to upstreams; the request id is generated when absent. `user_id`
     is the value `require_user` accepted, forwarded byte for byte."""
-    headers = {
-        name: request.headers[name]
-        for name in ("User-Agent", "Accept-Language")
-        if name in request.headers
-    }
+    headers = {}
+    for name in FORWARDED_TEXT_HEADERS:
+        value = request.headers.get(name)
+        if value is None:
+            continue
+        if not FORWARDED_TEXT.fullmatch(value):
+            raise BadRequest(
+                f"{name} must be visible ASCII, spaces and tabs (up to 1024): it is forwarded"
+                " upstream as it came, never altered",
+                code="bad_header",
+            )
+        headers[name] = value
     headers[USER_HEADER] = user_id
     headers["X-Request-Id"] = request_id(request)
     return headers

@@ -36,7 +36,7 @@ from shared.errors import StartupError
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
-from shared.protocol.admission import AdaptiveLimit
+from shared.protocol.admission import BudgetLimit
 from shared.protocol.circuit import CircuitBreaker
 from shared.web import METRICS, CleanupContext, needs
 
@@ -78,6 +78,7 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
             settings.service_token.get_secret_value(),
             deadline_s=protocol.tags_deadline_s,
             session=needs(app, HTTP_SESSION, "the tag cache"),
+            own_queue_allowance_s=protocol.admission_budget_ms / 1000,
         )
         app[TAG_CACHE] = TagCache(
             tags_client,
@@ -107,6 +108,7 @@ def sources_ctx(settings: BffSettings) -> CleanupContext:
                 protection=protocol.protection(
                     app[BFF_METRICS].upstream_event(f"source:{service}")
                 ),
+                own_queue_allowance_s=protocol.admission_budget_ms / 1000,
             )
             for service in app[POLICY].services
         }
@@ -126,9 +128,11 @@ def admission_ctx(settings: BffSettings) -> CleanupContext:
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         admission = app[ADMISSION] = Admission(
-            AdaptiveLimit(
+            BudgetLimit(
                 min_limit=protocol.min_polls_in_flight,
                 max_limit=protocol.max_polls_in_flight,
+                budget_ms=protocol.admission_budget_ms,
+                look_cost_ms=protocol.admission_look_cost_ms,
                 lag_target_ms=protocol.admission_lag_target_ms,
             ),
             overload_in_flight=protocol.overload_in_flight,
@@ -137,7 +141,9 @@ def admission_ctx(settings: BffSettings) -> CleanupContext:
             metrics=app[BFF_METRICS],
             rng=random.Random(),
         )
-        lag_watch = asyncio.create_task(admission.watch_loop_lag(protocol.admission_sample_s))
+        lag_watch = asyncio.create_task(
+            admission.watch(protocol.admission_sample_s, protocol.admission_window_s)
+        )
         yield
         lag_watch.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -36,6 +36,7 @@ class OrderSourceClient(UpstreamClient):
         deadline_s: float,
         session: aiohttp.ClientSession | None = None,
         protection: Protection | None = None,
+        own_queue_allowance_s: float = 0.0,
     ) -> None:
         super().__init__(
             url,
@@ -45,6 +46,7 @@ class OrderSourceClient(UpstreamClient):
             # a timeout has used the deadline already: only fast failures are retried
             retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=False),
             protection=protection,
+            own_queue_allowance_s=own_queue_allowance_s,
         )
         self.service = service
 

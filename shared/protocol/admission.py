@@ -2,19 +2,22 @@
 process, a poll is answered at once with 503 and Retry-After, so admitted polls stay fast
 and never answer "source unavailable" because of the BFF's own queue.
 
-The cap follows the process's own queue (adaptive concurrency, as Envoy's adaptive
-concurrency filter and Netflix's concurrency-limits): a fixed number is either far above
-what one process serves (and polls queue in its event loop past the sources' deadlines) or
-below what a bigger machine serves. The measure of the own queue is the event loop's lag:
-how late a timer fires. A slow source does not lag the loop (waiting on it is free), so a
-slow or failing upstream never shrinks the cap; that is the breaker's work.
+The cap is what the process clears within its latency budget: a fixed number is either far
+above what one process serves (and polls queue in its event loop past the sources' deadlines)
+or below what a bigger machine serves, and a cap that follows the event loop's lag sheds the
+very bursts an idle process clears at once (a burst lags the loop by design). So the cap is
+the budget over the measured CPU cost of one look; the calls of admitted polls get the
+process's own queue added to their deadlines, so a burst it chose to admit does not time out
+on itself and open its circuits.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
+
+# a look never costs less than this (a window of cheap looks cannot make the cap unbounded)
+MIN_LOOK_COST_MS = 0.05
 
 
 def admitted(in_flight: int, max_in_flight: int) -> bool:
@@ -29,42 +32,67 @@ def retry_after_s(base_s: int, rng: random.Random) -> int:
 
 
 @dataclass
-class AdaptiveLimit:
-    """The cap of polls in progress, moved by each sample of the event loop's lag.
+class BudgetLimit:
+    """The cap of polls in progress: as many looks as the process clears within its latency
+    budget, `budget_ms / look_cost_ms`, between `min_limit` and `max_limit`.
 
-    - Lag above the target: the process queues its own work; the cap shrinks in proportion
-      (target / lag), by at most half a sample, never below `min_limit`.
-    - Lag within the target and the cap reached since the last sample: there is room; it
-      grows by the square root of itself (fast from a low cap, gentle near a high one),
-      never above `max_limit`.
-    - Otherwise it stays: a cap that nothing reaches says nothing about the room above it.
-
-    The lag is smoothed (an exponential average) so that one garbage-collector pause does
-    not halve the cap.
+    - A look's cost is the process's CPU time per look, measured over windows with at least
+      `min_looks` looks, less what the process spends idle (timers, metrics) in as long, and
+      smoothed (an exponential average) so that one garbage-collector pause does not halve
+      the cap. A window with fewer looks says too little and moves nothing.
+    - An idle or warm process admits at once the burst it clears in its budget: the cap does
+      not start at a floor and climb.
+    - Waiting on an upstream costs no CPU, so a slow source never shrinks the cap (that is the
+      breakers' work).
+    - Under lasting overload the loop's other work (reading and refusing requests) takes its
+      share: while the smoothed lag of the event loop stays above `lag_target_ms`, the cap is
+      scaled by target / lag.
     """
 
     min_limit: int
     max_limit: int
-    lag_target_ms: float
+    budget_ms: float
+    # the estimate before any window measured one (a cold process)
+    look_cost_ms: float
+    # the lag that may last: above it the cap shrinks in proportion
+    lag_target_ms: float = 10.0
     smoothing: float = 0.3
-    limit: float = field(init=False)
+    # a tenth of each lag sample (10 ms apart): a burst's lag passes, a lasting one shows
+    lag_smoothing: float = 0.1
+    min_looks: int = 20
     lag_ms: float = field(init=False, default=0.0)
+    # the CPU share of a window with no looks: the process's own idle work
+    idle_cpu_share: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self.min_limit = max(1, min(self.min_limit, self.max_limit))
-        # from the floor up: a burst at start-up is admitted only as fast as the loop keeps up
-        self.limit = float(self.min_limit)
+        self.look_cost_ms = max(MIN_LOOK_COST_MS, self.look_cost_ms)
 
     @property
     def cap(self) -> int:
-        return int(self.limit)
-
-    def observe(self, lag_ms: float, peak_in_flight: int) -> int:
-        """One lag sample and the most polls in progress since the previous one: the cap."""
-        self.lag_ms += self.smoothing * (max(0.0, lag_ms) - self.lag_ms)
+        fits = self.budget_ms / self.look_cost_ms
         if self.lag_ms > self.lag_target_ms:
-            shrink = max(0.5, self.lag_target_ms / self.lag_ms)
-            self.limit = max(float(self.min_limit), self.limit * shrink)
-        elif peak_in_flight >= self.cap:
-            self.limit = min(float(self.max_limit), self.limit + max(1.0, math.sqrt(self.limit)))
+            # a queue that lasts: the loop's other work (parsing, refusing) takes its share
+            fits *= self.lag_target_ms / self.lag_ms
+        return max(self.min_limit, min(self.max_limit, int(fits)))
+
+    def observe_lag(self, lag_ms: float) -> int:
+        """One sample of the event loop's lag (how late a timer fired), smoothed: a burst the
+        process admitted lags it for a moment and is gone; a lag that stays is a process
+        short of time for what it admits, and the cap shrinks in proportion."""
+        self.lag_ms += self.lag_smoothing * (max(0.0, lag_ms) - self.lag_ms)
+        return self.cap
+
+    def observe(self, *, cpu_ms: float, wall_ms: float, looks: int, busy_ms: float = 0.0) -> int:
+        """One window: the CPU the process used, how long it lasted, the looks it finished,
+        and how long its event loop was busy (its timers' lateness). A process that gets less
+        than a core (a shared machine) is busy longer than its CPU time: the longer counts."""
+        if looks == 0 and wall_ms > 0:
+            share = min(1.0, max(0.0, cpu_ms / wall_ms))
+            self.idle_cpu_share += self.smoothing * (share - self.idle_cpu_share)
+        elif looks >= self.min_looks:
+            cpu_cost = max(0.0, cpu_ms - self.idle_cpu_share * wall_ms) / looks
+            sample = max(cpu_cost, min(busy_ms, wall_ms) / looks)
+            cost = self.look_cost_ms + self.smoothing * (sample - self.look_cost_ms)
+            self.look_cost_ms = max(MIN_LOOK_COST_MS, cost)
         return self.cap

@@ -73,11 +73,24 @@ def test_compose_runs_every_stack_service_with_known_variables() -> None:
         unknown = set(spec["environment"]) - known
         assert not unknown, f"{stack_service.name}: variables the code does not read: {unknown}"
         port = spec["environment"][stack_service.port_env]
-        assert spec["ports"] == [f"{port}:{port}"]
+        # published on the host's loopback only
+        assert spec["ports"] == [f"127.0.0.1:{port}:{port}"]
         for name, value in spec["environment"].items():
             if name.endswith("_URL") and "://" in value and "redis" not in value:
                 host = value.split("://", 1)[1].split(":", 1)[0]
                 assert host in services, f"{stack_service.name}: {name} points at unknown {host}"
+
+
+def test_compose_publishes_nothing_beyond_loopback_and_its_polls_can_wait() -> None:
+    for name, spec in COMPOSE["services"].items():
+        for published in spec.get("ports", []):
+            assert published.startswith("127.0.0.1:"), f"{name} publishes {published} widely"
+    # orders_state hears order_tags' writes on the same Redis: waiting polls work
+    orders_state = COMPOSE["services"]["orders_state"]["environment"]
+    assert (
+        orders_state["REDIS_URL"] == COMPOSE["services"]["order_tags"]["environment"]["REDIS_URL"]
+    )
+    assert "redis" in COMPOSE["services"]["orders_state"]["depends_on"]
 
 
 def test_dockerfile_installs_every_package_and_finds_the_policy() -> None:
@@ -202,7 +215,7 @@ def test_the_balancer_names_every_replicated_service_checks_ping_and_allows_the_
     assert backends_named == set(replicated), "a replicated service the balancer does not name"
 
     # every URL that points at the balancer reaches the service its variable names
-    published = {int(p.split(":")[1]) for p in balancer["ports"]}
+    published = {int(p.split(":")[-1]) for p in balancer["ports"]}
     assert published == set(frontends)
     for spec in scale.values():
         for variable, value in spec.get("environment", {}).items():

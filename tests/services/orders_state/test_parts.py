@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ from shared.protocol.tags import decode_tag
 from shared.redis import tags_key
 from tests.emulator_api import calls, change, create_order_id, set_fault, stats, totw
 from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, poll
+from tests.raw_http import raw_post
 
 FAST = "/mlutp/v1/taxi/fast_info"
 ROUTE = "/mlutp/v1/taxi/route"
@@ -379,3 +381,45 @@ async def test_a_client_forcing_and_fetching_as_fast_as_it_can_costs_one_call_pe
     assert body["orders"][0]["version"] == changed["version"]
     metrics = await (await orders_state.get("/metrics")).text()
     assert 'mlutp_part_recent_memo_total{part="fast_info",service="taxi"}' in metrics
+
+
+async def test_varying_what_the_answer_does_not_depend_on_buys_no_upstream_call(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    """Issue 28: a dummy field, User-Agent or Accept-Language varied on every request took 60
+    of 60 fetches to totw. The memo is keyed by the upstream, the order and the user."""
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    before = await calls(emulator, "totw")
+    started = time.monotonic()
+    for index in range(20):
+        for body, headers in [
+            ({"orders": [{"orderid": orderid}], "dummy": index}, {}),
+            ({"orders": [{"orderid": orderid}]}, {"User-Agent": f"app/{index}"}),
+            ({"orders": [{"orderid": orderid}]}, {"Accept-Language": f"x-{index}"}),
+        ]:
+            answer = await fetch(orders_state, unique, FAST, body, **headers)
+            assert answer["orders"][0]["status"] == "driving"
+    elapsed_s = time.monotonic() - started
+    # at most one call per min TTL (the recent memo's life), not one per request
+    assert await calls(emulator, "totw") - before <= int(elapsed_s / MIN_TTL_S) + 1
+
+
+async def test_a_forwarded_header_with_bytes_past_ascii_is_refused_never_altered(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, status="driving")
+    before = await calls(emulator, "totw")
+    for name in ("User-Agent", "Accept-Language", "X-Request-Id"):
+        status, answer_headers, payload = await raw_post(
+            orders_state,
+            FAST,
+            b'{"orders": [{"orderid": "%s"}]}' % orderid.encode(),
+            {b"X-Yandex-UID": unique.encode(), name.encode(): b"app\xff\xfe/1"},
+        )
+        assert status == 400, name
+        error = json.loads(payload)
+        assert error["code"] == "bad_header" and name in error["message"]
+        # the response's request id is one the server made, not the refused one
+        assert b"\xff" not in answer_headers[b"x-request-id"]
+    assert await calls(emulator, "totw") == before

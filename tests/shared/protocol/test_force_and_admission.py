@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from shared.protocol.admission import AdaptiveLimit, admitted, retry_after_s
+from shared.protocol.admission import BudgetLimit, admitted, retry_after_s
 from shared.protocol.force import ForceBudget
 
 
@@ -60,59 +60,73 @@ def test_retry_after_is_whole_seconds_from_the_base_to_twice_it() -> None:
     assert values == {2, 3, 4}
 
 
-# The cap follows the process's own queue, the event loop's lag (adaptive concurrency).
+# The cap is what the process clears in its latency budget, at the CPU a look costs.
 
 
-def limit(**kwargs: float) -> AdaptiveLimit:
-    settings: dict = {"min_limit": 20, "max_limit": 2000, "lag_target_ms": 10, "smoothing": 1.0}
+def limit(**kwargs: float) -> BudgetLimit:
+    settings: dict = {
+        "min_limit": 20,
+        "max_limit": 2000,
+        "budget_ms": 250,
+        "look_cost_ms": 1.0,
+        "smoothing": 1.0,
+    }
     settings.update(kwargs)
-    return AdaptiveLimit(**settings)
+    return BudgetLimit(**settings)
 
 
-def test_the_cap_starts_at_its_floor_so_a_burst_at_start_up_is_not_all_admitted() -> None:
-    assert limit().cap == 20
+def test_a_cold_process_admits_the_burst_its_starting_estimate_clears_in_the_budget() -> None:
+    assert limit().cap == 250  # 250 ms at 1 ms a look, not a floor to climb from
 
 
-def test_with_the_loop_on_time_a_reached_cap_grows_to_the_ceiling_and_no_further() -> None:
+def test_the_cap_is_the_budget_over_the_measured_cost_of_a_look() -> None:
     cap = limit()
-    seen = [cap.observe(lag_ms=1, peak_in_flight=cap.cap) for _ in range(200)]
-    assert seen[0] > 20
-    assert seen == sorted(seen)
-    assert seen[-1] == 2000
+    assert cap.observe(cpu_ms=50, wall_ms=250, looks=100) == 500  # 0.5 ms a look
+    assert cap.observe(cpu_ms=250, wall_ms=250, looks=50) == 50  # 5 ms a look: a busy process
 
 
-def test_a_cap_that_nothing_reaches_stays_where_it_is() -> None:
+def test_the_process_idle_work_is_not_charged_to_the_looks() -> None:
     cap = limit()
-    cap.observe(lag_ms=1, peak_in_flight=20)
-    before = cap.cap
-    assert cap.observe(lag_ms=1, peak_in_flight=before - 1) == before
+    # idle: 10 % of a core on timers and metrics, no looks
+    cap.observe(cpu_ms=25, wall_ms=250, looks=0)
+    # 25 ms of that window's 75 were idle work: 50 ms for 100 looks
+    assert cap.observe(cpu_ms=75, wall_ms=250, looks=100) == 500
 
 
-def test_a_lagging_loop_shrinks_the_cap_in_proportion_at_most_by_half_a_sample() -> None:
-    cap = limit(min_limit=1)
-    for _ in range(100):
-        cap.observe(lag_ms=0, peak_in_flight=cap.cap)
-    assert cap.cap == 2000
-    assert cap.observe(lag_ms=12.5, peak_in_flight=2000) == 1600  # 10 / 12.5 of it
-    assert cap.observe(lag_ms=500, peak_in_flight=2000) == 800  # never more than half
-    # shrinking however busy the process is: the polls in progress do not hold it up
-    assert cap.observe(lag_ms=20, peak_in_flight=5000) == 400
-
-
-def test_the_cap_never_shrinks_below_its_floor() -> None:
+def test_a_window_with_too_few_looks_moves_nothing() -> None:
     cap = limit()
-    assert [cap.observe(lag_ms=1000, peak_in_flight=0) for _ in range(5)] == [20] * 5
+    assert cap.observe(cpu_ms=200, wall_ms=250, looks=3) == 250
+
+
+def test_the_cap_stays_within_its_bounds() -> None:
+    assert limit().observe(cpu_ms=1000, wall_ms=250, looks=20) == 20  # 50 ms a look: floor
+    assert limit().observe(cpu_ms=0, wall_ms=250, looks=1000) == 2000  # free looks: ceiling
+    assert limit(min_limit=20, max_limit=1).cap == 1  # a floor above the ceiling
 
 
 def test_one_pause_does_not_halve_a_smoothed_cap() -> None:
-    cap = limit(smoothing=0.3, min_limit=1)
+    cap = limit(smoothing=0.3)
+    for _ in range(20):
+        cap.observe(cpu_ms=50, wall_ms=250, looks=100)
+    steady = cap.cap
+    cap.observe(cpu_ms=150, wall_ms=250, looks=100)  # one window with a 100 ms pause
+    assert cap.cap > steady * 0.6
+
+
+def test_a_burst_lags_the_loop_for_a_moment_and_leaves_the_cap_where_it_was() -> None:
+    cap = limit()
+    cap.observe_lag(100)  # one sample 100 ms late: smoothed to 10 ms, the target
+    assert cap.cap == 250
+    for _ in range(30):
+        cap.observe_lag(0)
+    assert cap.cap == 250
+
+
+def test_a_lasting_lag_shrinks_the_cap_in_proportion() -> None:
+    cap = limit()
     for _ in range(100):
-        cap.observe(lag_ms=0, peak_in_flight=cap.cap)
-    cap.observe(lag_ms=20, peak_in_flight=0)  # one 20 ms pause: smoothed to 6 ms
-    assert cap.cap == 2000
-
-
-def test_a_floor_above_the_ceiling_is_the_ceiling() -> None:
-    cap = limit(min_limit=20, max_limit=1)
-    assert cap.cap == 1
-    assert cap.observe(lag_ms=0, peak_in_flight=1) == 1
+        cap.observe_lag(40)  # the loop 40 ms late, sample after sample
+    assert 60 <= cap.cap <= 65  # 250 x 10 / 40
+    for _ in range(100):
+        cap.observe_lag(0)
+    assert cap.cap == 250  # back at once when the lag is gone, no climb
