@@ -86,11 +86,19 @@ class OrderTagsClient(UpstreamClient):
         orders: Sequence[wire.OrderKey],
         lists: Sequence[wire.ListKey] = (),
         *,
+        force: Sequence[wire.OrderKey] = (),
+        force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> wire.TagsGetResponse:
-        """Order tags (with when each order's first tag was written) and list tags (made
-        when absent) with their kept answers, in one call and one Redis round trip."""
-        request = wire.TagsGetRequest(orders=list(orders), lists=list(lists))
+        """Order tags (with when each order's first tag was written), list tags (made when
+        absent) with their kept answers, and which forced orders are within their budget, in
+        one call and one Redis round trip."""
+        request = wire.TagsGetRequest(
+            orders=list(orders),
+            lists=list(lists),
+            force=list(force),
+            force_per_minute=force_per_minute,
+        )
         return await self._call("/v1/tags/get", request, self._get_decoder, deadline_s)
 
     async def bump_list(

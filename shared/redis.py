@@ -31,6 +31,12 @@ def tags_channel(service: str, orderid: str) -> str:
     return tags_key(service, orderid)
 
 
+def force_key(service: str, orderid: str) -> str:
+    """How often an order's force was honoured in its current minute, by every replica:
+    `force:{<service>:<orderid>}`, on the shard of the order's tags."""
+    return f"force:{{{service}:{orderid}}}"
+
+
 def list_key(service: str, user_id: str) -> str:
     """A user's list tag for a service: `list:{<service>:<user_id>}`, a content tag of all the
     service's order source lists for the user. The braces make the pair a hash tag, so the

@@ -40,6 +40,7 @@ FORWARDED_ID = re.compile(r"[\x21-\x7e]{1,128}")
 FORWARDED_TEXT = re.compile(r"[\t\x20-\x7e]{0,1024}")
 MAX_PARTS = 32
 MAX_BATCH = 100
+MAX_FORCE_PER_MINUTE = 1000
 
 
 class Error(msgspec.Struct):
@@ -74,6 +75,10 @@ class TagsGetRequest(msgspec.Struct, forbid_unknown_fields=True):
     orders: Annotated[list[OrderKey], msgspec.Meta(max_length=MAX_BATCH)]
     # list tags (made when absent) and kept answers, read in the same round trip
     lists: Annotated[list[ListKey], msgspec.Meta(max_length=MAX_LISTS)] = []
+    # orders of `orders` a client forced: each is counted against its budget of
+    # `force_per_minute` in the same round trip, where every replica of the BFF counts it
+    force: Annotated[list[OrderKey], msgspec.Meta(max_length=MAX_BATCH)] = []
+    force_per_minute: Annotated[int, msgspec.Meta(ge=0, le=MAX_FORCE_PER_MINUTE)] = 0
 
 
 class OrderTags(msgspec.Struct, omit_defaults=True):
@@ -84,6 +89,8 @@ class OrderTags(msgspec.Struct, omit_defaults=True):
     created_ms: int | None = None
     # whose order it is, when its first writer said (a poll keeps it for that user alone)
     owner: str | None = None
+    # the order was in the request's `force`, within its budget: the force counts
+    force_honoured: bool = False
 
 
 class KeptAnswer(msgspec.Struct):

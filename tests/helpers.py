@@ -180,8 +180,9 @@ async def replicas_on(
     # subscribing to a fresh cluster's shards can take longer than the 0.5 s default on a
     # loaded machine: no test here means a slow subscription
     values = {"wakeup_subscribe_deadline_s": 5.0, **state_settings}
+    protocol = PROTOCOL.model_copy(update=values.pop("protocol", {}))
     orders_state = OrdersStateSettings(
-        **bff_kwargs(tags_server, emulator_server), redis=settings, **values
+        **bff_kwargs(tags_server, emulator_server, protocol), redis=settings, **values
     )
     return (
         await aiohttp_client(emulator_server),

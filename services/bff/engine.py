@@ -32,7 +32,6 @@ from shared.protocol.allowed_changes import (
     allowed_changes,
     unavailable_capabilities,
 )
-from shared.protocol.force import ForceBudget
 from shared.protocol.interval import IntervalRules, polling_interval_ms
 from shared.protocol.list_tags import within_created_grace
 from shared.protocol.need_request import (
@@ -116,7 +115,6 @@ class OrdersStateEngine:
         # how overloaded the process is now (the interval's factor); admission control's
         self.overload = overload
         self.rng = rng or random.Random()
-        self.force_budget = ForceBudget(config.force_per_order_per_minute)
         self.listings = Listings(tag_cache, metrics, max_age_ms=config.list_max_age_ms)
 
     def _capabilities(self, service: str) -> tuple[str, ...]:
@@ -200,6 +198,7 @@ class OrdersStateEngine:
         *,
         cache: CacheState,
         now_ms: int,
+        force_honoured: bool,
     ) -> tuple[ActualOrder, int | None]:
         """An order of an available source, decided by the policy version the client uses,
         and when a part the min TTL holds back becomes needed."""
@@ -221,7 +220,7 @@ class OrdersStateEngine:
             version,
             client_tags,
             {part: content for part, content in contents.items() if content is not None},
-            force=self._force(client, cache_available=cache.available, now_ms=now_ms),
+            force=self._force(client, honoured=force_honoured, cache_available=cache.available),
             cache=cache,
             now_ms=now_ms,
             timings=self.config.timings,
@@ -241,12 +240,13 @@ class OrdersStateEngine:
         return order, decision.due_at_ms
 
     def _force(
-        self, client: ParsedKnownOrder | None, *, cache_available: bool, now_ms: int
+        self, client: ParsedKnownOrder | None, *, honoured: bool, cache_available: bool
     ) -> bool:
-        # while the cache is down force is ignored anyway (rule 3): no budget is spent
+        """Whether the client's force on the order counts: order_tags counted it against the
+        order's budget in the poll's tag read, for every replica together. While the cache
+        is down force is ignored anyway (rule 3)."""
         if client is None or not client.order.force or not cache_available:
             return False
-        honoured = self.force_budget.honour(client.key, now_ms)
         self.metrics.force.labels("honoured" if honoured else "over_budget").inc()
         return honoured
 
@@ -270,6 +270,8 @@ class OrdersStateEngine:
         read = await self.tag_cache.read(
             [k.key for k in known if k.order.service in self.sources],
             [ListKey(service, user_id) for service in listed_services if user_id],
+            force=[k.key for k in known if k.order.force and k.order.service in self.sources],
+            force_per_minute=self.config.force_per_order_per_minute,
         )
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
         asked = await self._query_sources([s for s in services if s not in kept], headers)
@@ -298,6 +300,7 @@ class OrdersStateEngine:
                 stored.get(key) if stored else None,
                 cache=cache,
                 now_ms=now_ms,
+                force_honoured=read is not None and key in read.force_honoured,
             )
             for (service, source_order), key in zip(listed, keys, strict=True)
         ]

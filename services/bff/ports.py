@@ -56,6 +56,8 @@ class TagStore(Protocol):
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey] = (),
         *,
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> TagsGetResponse: ...
 

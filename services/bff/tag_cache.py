@@ -29,6 +29,8 @@ class TagsRead:
     lists: dict[str, ListEntry]
     # whose order each is, where its first writer said
     owners: dict[OrderKey, str] = field(default_factory=dict)
+    # the forced orders whose force counts: within their budget, counted by every replica
+    force_honoured: set[OrderKey] = field(default_factory=set)
 
 
 T = TypeVar("T")
@@ -72,11 +74,19 @@ class TagCache:
         read = await self.read(orders, [])
         return read.tags if read is not None else None
 
-    async def read(self, orders: Sequence[OrderKey], lists: Sequence[ListKey]) -> TagsRead | None:
-        """The orders' tags, and the lists' tags with their kept answers, in one call (one per
-        hundred orders); None when the cache is unavailable."""
+    async def read(
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey],
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
+    ) -> TagsRead | None:
+        """The orders' tags, the lists' tags with their kept answers, and which forced orders
+        are within their budget, in one call (one per hundred orders); None when the cache
+        is unavailable (and then no force counts)."""
         if not orders and not lists:
             return TagsRead({}, {}, {})
+        forced = set(force)
         if not self.circuit.allow(self.clock()):
             self.metrics.tag_cache.labels("circuit_open").inc()
             self._unavailable()
@@ -85,7 +95,12 @@ class TagCache:
             # a user with more orders than one call takes: batches within the limit, together
             chunks = await asyncio.gather(
                 *(
-                    self.client.read(chunk, lists if index == 0 else ())
+                    self.client.read(
+                        chunk,
+                        lists if index == 0 else (),
+                        force=[order for order in chunk if order in forced],
+                        force_per_minute=force_per_minute,
+                    )
                     for index, chunk in enumerate(batched(orders, MAX_BATCH) or [()])
                 )
             )
@@ -117,6 +132,8 @@ class TagCache:
                     read.created_ms[key] = order.created_ms
                 if order.owner is not None:
                     read.owners[key] = order.owner
+                if order.force_honoured:
+                    read.force_honoured.add(key)
             for entry in chunk.lists:
                 read.lists[entry.service] = entry
         return read

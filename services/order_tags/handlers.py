@@ -23,11 +23,15 @@ _kept = msgspec.json.Decoder(wire.KeptAnswer)
 
 async def get_tags(request: web.Request) -> web.Response:
     body = await read_json(request, _get)
-    stored, listed = await request.app[TAG_STORE].read(body.orders, body.lists)
+    stored, listed, honoured = await request.app[TAG_STORE].read(
+        body.orders, body.lists, body.force, body.force_per_minute
+    )
     return json_response(
         wire.TagsGetResponse(
             orders=[
-                wire.OrderTags(order.service, order.orderid, tags, created_ms, owner)
+                wire.OrderTags(
+                    order.service, order.orderid, tags, created_ms, owner, order in honoured
+                )
                 for order, (tags, created_ms, owner) in zip(body.orders, stored, strict=True)
             ],
             lists=[

@@ -11,7 +11,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from shared.errors import BadRequest, RedisUnavailable
 from shared.protocol.tags import new_content_tag
-from shared.redis import RedisClient, kept_answer_key, list_key, tags_key
+from shared.redis import RedisClient, force_key, kept_answer_key, list_key, tags_key
 from shared.wire import MAX_PARTS, ListKey, OrderKey
 
 T = TypeVar("T")
@@ -87,6 +87,8 @@ return 1
 
 CREATED_FIELD = "_created"
 OWNER_FIELD = "_owner"
+# the window of an order's force budget
+FORCE_WINDOW_S = 60
 # an order's parts → content tags, when its first tag was written, whose order it is
 StoredOrder = tuple[dict[str, str] | None, int | None, str | None]
 
@@ -149,20 +151,34 @@ class TagStore:
 
     async def get_many(self, orders: Sequence[OrderKey]) -> list[dict[str, str] | None]:
         """All orders' tags in one pipeline: one round trip for the whole batch."""
-        stored, _ = await self.read(orders, [])
+        stored, _, _ = await self.read(orders, [])
         return [tags for tags, _, _ in stored]
 
     async def read(
-        self, orders: Sequence[OrderKey], lists: Sequence[ListKey]
-    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]]]:
-        """The orders' tags (and when each order's first tag was written), and each list's
-        tag (made now when it has none) and kept answer, in one pipeline: one round trip per
-        shard. A list's tag and its kept answer share a hash tag: one shard."""
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey],
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
+    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]]:
+        """The orders' tags (and when each order's first tag was written), each list's tag
+        (made now when it has none) and kept answer, and which forced orders are within their
+        budget, in one pipeline: one round trip per shard. A list's tag and its kept answer
+        share a hash tag: one shard; so do an order's tags and its force count."""
+        forced = list(dict.fromkeys(force))
 
-        async def operation() -> tuple[list[StoredOrder], list[tuple[str, str | None]]]:
+        async def operation() -> tuple[
+            list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]
+        ]:
             pipe = self.redis.pipeline(transaction=False)
             for order in orders:
                 pipe.hgetall(tags_key(order.service, order.orderid))
+            for order in forced:
+                # a minute from the first force counted: at most force_per_minute honoured
+                # in it, by every replica together
+                key = force_key(order.service, order.orderid)
+                pipe.incr(key)
+                pipe.expire(key, FORCE_WINDOW_S, nx=True)
             made = [new_content_tag() for _ in lists]
             for one, tag in zip(lists, made, strict=True):
                 # the list tag, or this one if there is none: a source's answer is kept only
@@ -171,9 +187,15 @@ class TagStore:
                 pipe.get(kept_answer_key(one.service, one.user_id))
             results = await pipe.execute()
             tags = [split_created(stored) for stored in results[: len(orders)]]
-            rest = results[len(orders) :]
+            counts = results[len(orders) : len(orders) + 2 * len(forced) : 2]
+            honoured = {
+                order
+                for order, count in zip(forced, counts, strict=True)
+                if count <= force_per_minute
+            }
+            rest = results[len(orders) + 2 * len(forced) :]
             listed = [(rest[2 * i] or made[i], rest[2 * i + 1]) for i in range(len(lists))]
-            return tags, listed
+            return tags, listed, honoured
 
         return await self._run(operation)
 

@@ -30,20 +30,33 @@ class FakeOrderTags:
         # answer every read 400, like a request order_tags refuses
         self.refuse = False
         self.calls: list[str] = []  # "get" / "set", in order
+        # how often each order was forced
+        self.forced: dict[OrderKey, int] = {}
 
     async def read(
-        self, orders: Sequence[OrderKey], lists: Sequence[wire.ListKey] = ()
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[wire.ListKey] = (),
+        *,
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
     ) -> wire.TagsGetResponse:
-        """Order tags only: this fake keeps no lists (no service of it opts in)."""
+        """Order tags only: this fake keeps no lists (no service of it opts in). Force is
+        counted per order for the fake's life (the real one: per minute)."""
         self.calls.append("get")
         if self.down:
             raise OrderTagsUnavailable("fake order_tags is down")
         if self.refuse or len(orders) > wire.MAX_BATCH:  # as the real service: a 400
             raise OrderTagsRejected(f"fake order_tags: {len(orders)} orders in one batch")
+        for key in force:
+            self.forced[key] = self.forced.get(key, 0) + 1
         return wire.TagsGetResponse(
             orders=[
                 wire.OrderTags(
-                    key.service, key.orderid, dict(self.stored[key]) if key in self.stored else None
+                    key.service,
+                    key.orderid,
+                    dict(self.stored[key]) if key in self.stored else None,
+                    force_honoured=key in force and self.forced[key] <= force_per_minute,
                 )
                 for key in orders
             ],

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import redis
 from aiohttp import ClientResponse
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
 from services.bff.resources import ADMISSION
+from shared.config import RedisSettings
 from tests.emulator_api import change, create_order_id, set_fault
-from tests.helpers import MakeApp, all_tags, poll, poll_one
+from tests.helpers import MakeApp, all_tags, poll, poll_one, replicas_on
 
 FORCE_BUDGET = 2
 
@@ -90,6 +92,34 @@ async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_afte
     assert status == 200
     metrics = await (await orders_state.get("/metrics")).text()
     assert "mlutp_polls_shed_total 1.0" in metrics
+
+
+async def test_the_force_budget_is_one_for_all_replicas(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    redis_settings: RedisSettings,
+    unique: str,
+    redis_sync: redis.Redis,
+):
+    # before: each process had its own budget, so two replicas honoured it twice as often
+    emulator, replicas = await replicas_on(
+        aiohttp_client,
+        aiohttp_server,
+        redis_settings,
+        2,
+        protocol=dict(force_per_order_per_minute=FORCE_BUDGET),
+    )
+    orderid = await create_order_id(emulator, unique)
+    fresh = all_tags(redis_sync, orderid)  # younger than the min TTL
+    await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
+    needs = [
+        (await poll_one(replicas[i % 2], unique, orderid, fresh, force=True))["orders"][0][
+            "need_request"
+        ]
+        for i in range(2 * FORCE_BUDGET)
+    ]
+    changed = ["fast_info", "rarely_changed"]
+    assert needs == [changed] * FORCE_BUDGET + [[]] * FORCE_BUDGET
 
 
 async def test_an_idle_process_admits_a_burst_it_clears_in_its_budget_none_shed_or_degraded(
