@@ -34,3 +34,6 @@ class DemoSettings(ServiceSettings):
     # closed): only for a Redis the stack started itself, never one it was given
     redis_url: str | None = Field(None, validation_alias=AliasChoices("REDIS_URL", "redis_url"))
     tag_cache_switch: bool = False
+    # the emulator's fault switches (food source down, totw errors) act on every user of the
+    # stack: only for a stack `mlutp run` started for the demo
+    fault_switches: bool = False

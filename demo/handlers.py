@@ -7,7 +7,7 @@ import msgspec
 from aiohttp import web
 
 from demo.keys import SETTINGS, TAG_CACHE_SWITCH, UPSTREAMS
-from demo.upstream import Passed
+from demo.upstream import Kind, Passed
 from demo.wire import DemoConfig, FaultName, FaultSwitch, NewOrder
 from shared import wire
 from shared.errors import BadRequest
@@ -21,6 +21,9 @@ EMULATOR_FAULTS = {
     FaultName.EATS_SOURCE: ("source:eats", "down"),
     FaultName.TOTW: ("totw", "error500"),
 }
+
+# the waiting poll, held up to 25 s: the demo passes it on through the polls' own pool
+POLL_PATH = "/mlutp/v1/orders/state"
 
 _new_order = msgspec.json.Decoder(NewOrder)
 _fault_switch = msgspec.json.Decoder(FaultSwitch)
@@ -39,10 +42,21 @@ def _response(passed: Passed) -> web.Response:
     return web.Response(status=passed.status, body=passed.body, headers=passed.headers)
 
 
-async def _pass_on(request: web.Request, url: str) -> web.Response:
+async def _pass_on(request: web.Request, url: str, kind: Kind = Kind.OTHER) -> web.Response:
     """The browser's request, body and headers as they came, to `url` as the demo user."""
     upstreams = request.app[UPSTREAMS]
-    return _response(await upstreams.call("POST", url, await request.read(), request.headers))
+    body = await request.read()
+    return _response(await upstreams.call("POST", url, body, request.headers, kind))
+
+
+def _mlutp_path(request: web.Request) -> str:
+    """The path under /mlutp/ as segments that stay under it: none empty, `.` or `..` (the
+    router has decoded `%2e%2e` already, so a URL cannot resolve them to another prefix), each
+    quoted again as one segment."""
+    segments = request.match_info["tail"].split("/")
+    if any(segment in ("", ".", "..") for segment in segments):
+        raise BadRequest("a path under /mlutp/ may not have empty, . or .. segments")
+    return "/mlutp/" + "/".join(urllib.parse.quote(segment, safe="") for segment in segments)
 
 
 async def index(request: web.Request) -> web.FileResponse:
@@ -51,7 +65,7 @@ async def index(request: web.Request) -> web.FileResponse:
 
 async def config(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
-    faults = [name.value for name in EMULATOR_FAULTS]
+    faults = [name.value for name in EMULATOR_FAULTS] if settings.fault_switches else []
     if request.app[TAG_CACHE_SWITCH] is not None:
         faults.insert(0, FaultName.TAG_CACHE.value)
     return json_response(DemoConfig(settings.user_id, LEGACY_INTERVAL_S, faults))
@@ -60,13 +74,14 @@ async def config(request: web.Request) -> web.Response:
 async def launch(request: web.Request) -> web.Response:
     """The page's launch, as the demo user (the demo server is the page's API gateway)."""
     url = f"{request.app[SETTINGS].launch_url}/4.0/launch"
-    return await _pass_on(request, url)
+    return await _pass_on(request, url, Kind.POLL)
 
 
 async def orders_state(request: web.Request) -> web.Response:
     """orders/state and the part endpoints (everything under /mlutp/), as the demo user."""
-    url = f"{request.app[SETTINGS].orders_state_url}{request.rel_url.path}"
-    return await _pass_on(request, url)
+    path = _mlutp_path(request)
+    url = f"{request.app[SETTINGS].orders_state_url}{path}"
+    return await _pass_on(request, url, Kind.POLL if path == POLL_PATH else Kind.OTHER)
 
 
 async def create_order(request: web.Request) -> web.Response:
@@ -78,7 +93,8 @@ async def create_order(request: web.Request) -> web.Response:
 
 
 async def advance(request: web.Request) -> web.Response:
-    """The order's next status, as if time had passed (the emulator's control API)."""
+    """The demo user's order's next status, as if time had passed (the emulator's control
+    API, told the user: another user's order is not found)."""
     service, orderid = _segments(request, "service", "orderid")
     url = f"{request.app[SETTINGS].emulator_url}/emulator/v1/orders/{service}/{orderid}/advance"
     return _response(await request.app[UPSTREAMS].call("POST", url, b"{}"))
@@ -102,6 +118,12 @@ async def set_fault(request: web.Request) -> web.Response:
             )
         await switch.set(down=body.on)
         return json_response({"fault": body.fault.value, "on": body.on})
+    if not request.app[SETTINGS].fault_switches:
+        # an emulator fault acts on the whole stack: only on a stack the demo's own run made
+        raise BadRequest(
+            "fault switches are only for a stack `mlutp run` started itself",
+            code="fault_unavailable",
+        )
     target, mode = EMULATOR_FAULTS[body.fault]
     fault = {"target": target, "mode": mode if body.on else "ok"}
     url = f"{request.app[SETTINGS].emulator_url}/emulator/v1/faults"

@@ -92,6 +92,9 @@ class Stack:
         self.services = services
         self.env = dict(env)
         self.env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
+        if "EMULATOR_URL" not in self.env:
+            # the stack's own emulator, no one else's: the demo page may switch its faults
+            self.env.setdefault("DEMO_FAULT_SWITCHES", "true")
         for service in services:
             for name in service.url_envs:
                 self.env.setdefault(name, service.url(self.env))
@@ -127,6 +130,7 @@ class Stack:
                 self.env["REDIS_URL"] = self.redis.url
                 # the stack's own Redis: the demo page may switch it off and on
                 self.env.setdefault("DEMO_TAG_CACHE_SWITCH", "true")
+
         for service in self.services:
             urls = self._urls.setdefault(service.name, [])
             for replica in range(self.replicas[service.name]):

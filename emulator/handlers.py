@@ -141,9 +141,13 @@ async def create_order(request: web.Request) -> web.Response:
 
 
 async def _mutate(request: web.Request, mutation: Callable[[str, str], DataChange]) -> web.Response:
-    """Change an order's data, then set its tags (data first, tag second)."""
+    """Change an order's data, then set its tags (data first, tag second). With an
+    X-Yandex-UID (a gateway acting for one user, as the demo server does), only that user's
+    order: another's is as unknown as a missing one."""
     service, orderid = _service(request), request.match_info["orderid"]
     try:
+        if "X-Yandex-UID" in request.headers:
+            request.app[WORLD].get(service, orderid, _user_id(request))
         change = mutation(service, orderid)
     except UnknownOrder as exc:
         raise NotFound(str(exc), code="order_not_found") from exc
