@@ -131,6 +131,9 @@ class ProtocolSettings(BaseSettings):
     admission_budget_ms: float = Field(250.0, gt=0)
     admission_look_cost_ms: float = Field(1.0, gt=0)
     admission_window_s: float = Field(0.25, gt=0, le=10)
+    # the tag reads of polls that reach them in the same turn of the event loop go to
+    # order_tags as one call (up to its limits per call); off only to measure what it saves
+    join_tag_reads: bool = True
     admission_lag_target_ms: float = Field(10.0, gt=0)
     admission_sample_s: float = Field(0.01, gt=0, le=1)
     overload_retry_after_s: int = Field(2, ge=1)

@@ -29,8 +29,9 @@ from services.bff.fetch_memo import FetchMemo
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
 from services.bff.part_service import PartService
-from services.bff.ports import OrderSource
+from services.bff.ports import OrderSource, TagStore
 from services.bff.tag_cache import TagCache
+from services.bff.tag_reads import JoinedTagReads
 from services.bff.upstreams import OrderSourceClient, PartUpstreamClient
 from shared.errors import StartupError
 from shared.http import HTTP_SESSION, http_session_ctx
@@ -80,12 +81,18 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
             session=needs(app, HTTP_SESSION, "the tag cache"),
             own_queue_allowance_s=protocol.admission_budget_ms / 1000,
         )
+        store: TagStore = tags_client
+        joined = None
+        if protocol.join_tag_reads:
+            store = joined = JoinedTagReads(tags_client)
         app[TAG_CACHE] = TagCache(
-            tags_client,
+            store,
             CircuitBreaker(protocol.circuit_failures, protocol.circuit_open_s),
             app[BFF_METRICS],
         )
         yield
+        if joined is not None:
+            await joined.close()
         await tags_client.close()
 
     return ctx

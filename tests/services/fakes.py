@@ -40,6 +40,7 @@ class FakeOrderTags:
         *,
         force: Sequence[OrderKey] = (),
         force_per_minute: int = 0,
+        deadline_s: float | None = None,
     ) -> wire.TagsGetResponse:
         """Order tags only: this fake keeps no lists (no service of it opts in). Force is
         counted per order for the fake's life (the real one: per minute)."""

@@ -1,0 +1,163 @@
+"""Tag reads of concurrent polls joined into one order_tags call (request coalescing, as a
+DataLoader does): the polls that reach their tag read in the same turn of the event loop share
+one request, up to order_tags' limits per request. None of them waits for another: the call
+goes out on the loop's next turn. Under load one order_tags request (one HTTP exchange, one
+Redis round trip per shard) serves many polls, which is most of what a poll with nothing new
+costs order_tags and this process's HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.bff.ports import TagStore
+from shared.wire import (
+    MAX_BATCH,
+    MAX_LISTS,
+    ListKey,
+    OrderKey,
+    OrderParts,
+    TagsGetResponse,
+)
+
+
+@dataclass
+class _Reader:
+    orders: Sequence[OrderKey]
+    lists: Sequence[ListKey]
+    force: Sequence[OrderKey]
+    answered: asyncio.Future[TagsGetResponse]
+
+
+@dataclass
+class _Batch:
+    force_per_minute: int
+    deadline_s: float | None
+    readers: list[_Reader] = field(default_factory=list)
+    orders: int = 0
+    lists: int = 0
+
+    def fits(
+        self, orders: Sequence[OrderKey], lists: Sequence[ListKey], force_per_minute: int
+    ) -> bool:
+        return (
+            self.orders + len(orders) <= MAX_BATCH
+            and self.lists + len(lists) <= MAX_LISTS
+            and self.force_per_minute == force_per_minute
+        )
+
+
+class JoinedTagReads:
+    """A TagStore whose reads of one turn of the loop go out as one call; its other calls pass
+    through. A failed call fails every read joined in it, as each would have failed alone."""
+
+    def __init__(self, store: TagStore) -> None:
+        self.store = store
+        self._open: _Batch | None = None
+        # the calls in flight: kept until done (a task nobody holds may be collected)
+        self._sending: set[asyncio.Task[None]] = set()
+        # reads answered, and calls made for them (for metrics and tests)
+        self.reads = 0
+        self.calls = 0
+
+    async def read(
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey] = (),
+        *,
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
+        deadline_s: float | None = None,
+    ) -> TagsGetResponse:
+        if len(orders) > MAX_BATCH or len(lists) > MAX_LISTS:
+            # more than one call takes: as asked, order_tags says no
+            return await self.store.read(
+                orders,
+                lists,
+                force=force,
+                force_per_minute=force_per_minute,
+                deadline_s=deadline_s,
+            )
+        loop = asyncio.get_running_loop()
+        batch = self._open
+        if batch is None or not batch.fits(orders, lists, force_per_minute):
+            batch = self._open = _Batch(force_per_minute, deadline_s)
+            loop.call_soon(self._send, batch)
+        reader = _Reader(orders, lists, force, loop.create_future())
+        batch.readers.append(reader)
+        batch.orders += len(orders)
+        batch.lists += len(lists)
+        return await reader.answered
+
+    def _send(self, batch: _Batch) -> None:
+        if self._open is batch:
+            self._open = None
+        task = asyncio.create_task(self._call(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _call(self, batch: _Batch) -> None:
+        readers = [reader for reader in batch.readers if not reader.answered.done()]
+        if not readers:
+            return
+        self.calls += 1
+        self.reads += len(readers)
+        try:
+            response = await self.store.read(
+                [order for reader in readers for order in reader.orders],
+                [one for reader in readers for one in reader.lists],
+                force=[order for reader in readers for order in reader.force],
+                force_per_minute=batch.force_per_minute,
+                deadline_s=batch.deadline_s,
+            )
+        except Exception as exc:
+            for reader in readers:
+                if not reader.answered.done():
+                    reader.answered.set_exception(exc)
+            return
+        except BaseException:
+            for reader in readers:
+                reader.answered.cancel()
+            raise
+        orders_at = lists_at = 0
+        for reader in readers:
+            orders_end, lists_end = orders_at + len(reader.orders), lists_at + len(reader.lists)
+            if not reader.answered.done():
+                reader.answered.set_result(
+                    TagsGetResponse(
+                        orders=response.orders[orders_at:orders_end],
+                        lists=response.lists[lists_at:lists_end],
+                    )
+                )
+            orders_at, lists_at = orders_end, lists_end
+
+    async def keep_answer(
+        self,
+        service: str,
+        user_id: str,
+        tag: str,
+        answer: dict[str, Any],
+        *,
+        max_age_ms: int,
+        deadline_s: float | None = None,
+    ) -> None:
+        await self.store.keep_answer(
+            service, user_id, tag, answer, max_age_ms=max_age_ms, deadline_s=deadline_s
+        )
+
+    async def get(
+        self, orders: Sequence[OrderKey], *, deadline_s: float | None = None
+    ) -> dict[OrderKey, dict[str, str] | None]:
+        return await self.store.get(orders, deadline_s=deadline_s)
+
+    async def create(
+        self, orders: Sequence[OrderParts], *, deadline_s: float | None = None
+    ) -> dict[OrderKey, dict[str, str]]:
+        return await self.store.create(orders, deadline_s=deadline_s)
+
+    async def close(self) -> None:
+        """Until the calls in flight are done."""
+        if self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)

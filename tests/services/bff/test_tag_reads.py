@@ -1,0 +1,129 @@
+"""Tag reads of concurrent polls joined into one order_tags call (services/bff/tag_reads.py):
+each poll gets exactly its own orders and lists, no call passes order_tags' limits, and a
+failed call fails every read joined in it and no other."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from services.bff.tag_reads import JoinedTagReads
+from shared.errors import OrderTagsUnavailable
+from shared.wire import (
+    MAX_BATCH,
+    MAX_LISTS,
+    ListEntry,
+    ListKey,
+    OrderKey,
+    OrderTags,
+    TagsGetResponse,
+)
+
+
+class EchoStore:
+    """order_tags answering each order with its own id and each list with its user: a read
+    that got another's answer shows it. Counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []  # orders and lists per call
+        self.down = False
+
+    async def read(
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey] = (),
+        *,
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
+        deadline_s: float | None = None,
+    ) -> TagsGetResponse:
+        assert len(orders) <= MAX_BATCH and len(lists) <= MAX_LISTS, "past order_tags' limits"
+        self.calls.append((len(orders), len(lists)))
+        await asyncio.sleep(0)  # an answer comes later, as over the network
+        if self.down:
+            raise OrderTagsUnavailable("down")
+        return TagsGetResponse(
+            orders=[
+                OrderTags(o.service, o.orderid, {"echo": o.orderid}, force_honoured=o in force)
+                for o in orders
+            ],
+            lists=[ListEntry(one.service, one.user_id, tag=one.user_id) for one in lists],
+        )
+
+
+def poll_of(user: str, orders: int) -> tuple[list[OrderKey], list[ListKey]]:
+    return (
+        [OrderKey("taxi", f"{user}-{index}") for index in range(orders)],
+        [ListKey("taxi", user), ListKey("eats", user)],
+    )
+
+
+async def test_reads_of_one_turn_go_as_one_call_and_each_gets_its_own_answer():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    polls = {f"u{index}": poll_of(f"u{index}", index % 3 + 1) for index in range(6)}
+    answers = await asyncio.gather(
+        *(
+            joined.read(orders, lists, force=orders[:1], force_per_minute=6)
+            for orders, lists in polls.values()
+        )
+    )
+    assert len(store.calls) == 1
+    for (user, (orders, _)), answer in zip(polls.items(), answers, strict=True):
+        assert [(o.orderid, o.tags) for o in answer.orders] == [
+            (o.orderid, {"echo": o.orderid}) for o in orders
+        ]
+        assert [o.force_honoured for o in answer.orders] == [True] + [False] * (len(orders) - 1)
+        assert [(entry.service, entry.tag) for entry in answer.lists] == [
+            ("taxi", user),
+            ("eats", user),
+        ]
+
+
+async def test_no_call_passes_the_limits_of_one_order_tags_request():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    # 30 polls of 7 orders and 2 lists each: 14 of them fill a call's 100 orders, 8 its lists
+    polls = [poll_of(f"u{index}", 7) for index in range(30)]
+    answers = await asyncio.gather(*(joined.read(orders, lists) for orders, lists in polls))
+    assert sum(orders for orders, _ in store.calls) == 30 * 7
+    assert all(lists <= MAX_LISTS for _, lists in store.calls)
+    assert len(store.calls) == 4  # 8 polls a call, by the lists
+    assert [len(answer.orders) for answer in answers] == [7] * 30
+
+
+async def test_reads_of_different_turns_are_not_held_for_each_other():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    for index in range(3):
+        orders, lists = poll_of(f"u{index}", 1)
+        await joined.read(orders, lists)
+    assert len(store.calls) == 3
+
+
+async def test_a_failed_call_fails_every_read_joined_in_it_and_no_later_one():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    store.down = True
+    failed = await asyncio.gather(
+        *(joined.read(*poll_of(f"u{index}", 2)) for index in range(5)), return_exceptions=True
+    )
+    assert all(isinstance(result, OrderTagsUnavailable) for result in failed)
+    store.down = False
+    answer = await joined.read(*poll_of("later", 2))
+    assert len(answer.orders) == 2
+
+
+async def test_a_read_given_up_on_leaves_the_others_answered():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    gone = asyncio.create_task(joined.read(*poll_of("gone", 2)))
+    staying = asyncio.create_task(joined.read(*poll_of("staying", 2)))
+    await asyncio.sleep(0)  # both joined the turn's call
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert [o.orderid for o in (await staying).orders] == ["staying-0", "staying-1"]
+    await joined.close()
