@@ -1,11 +1,12 @@
-"""Benchmark: what a poll with nothing new costs, list tags on against off, side by side in
-one run, next to the legacy pass-through and `GET /ping` on the same stack.
+"""Benchmark: what a poll with nothing new costs, list tags on against off, and with the tag
+reads of concurrent polls joined into one order_tags call against one call each, side by side
+in one run, next to the legacy pass-through and `GET /ping` on the same stack.
 
 A superapp client: one driving taxi order known with every tag current, and taxi, eats and
-grocery queried (docs/protocol.md: List tags). For each setting (`MLUTP_LIST_TAGS` true, then
-false) a stack of its own: U users, a warm-up poll each (it keeps the sources' answers), then
-N requests of each kind, 20 at a time, measured by the CPU the processes used (psutil; Redis
-by its own INFO) and the order source calls the emulator served.
+grocery queried (docs/protocol.md: List tags). For each setting (`MLUTP_LIST_TAGS`,
+`MLUTP_JOIN_TAG_READS`) a stack of its own: U users, a warm-up poll each (it keeps the
+sources' answers), then N requests of each kind, 20 at a time, measured by the CPU the
+processes used (psutil; Redis by its own INFO) and the order source calls the emulator served.
 
     python benchmarks/nothing_new.py [--users 200] [--requests 3000] [--concurrency 20]
 """
@@ -38,9 +39,18 @@ async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
     return sum(count for target, count in calls.items() if target.startswith("source:"))
 
 
-async def run(list_tags: bool, users: int, requests: int, concurrency: int) -> dict[str, Any]:
+SETTINGS = {
+    "joined reads": {"MLUTP_LIST_TAGS": "true", "MLUTP_JOIN_TAG_READS": "true"},
+    "read each": {"MLUTP_LIST_TAGS": "true", "MLUTP_JOIN_TAG_READS": "false"},
+    "no list tags": {"MLUTP_LIST_TAGS": "false", "MLUTP_JOIN_TAG_READS": "true"},
+}
+
+
+async def run(
+    setting: dict[str, str], users: int, requests: int, concurrency: int
+) -> dict[str, Any]:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
-    env |= {"EMULATOR_DRIVER_ENABLED": "false", "MLUTP_LIST_TAGS": str(list_tags).lower()}
+    env |= {"EMULATOR_DRIVER_ENABLED": "false", **setting}
     env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"  # what a request costs, not admission control
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in PROCESSES]
@@ -90,8 +100,7 @@ def bff_ms(cost: Cost) -> float:
 
 async def main(users: int, requests: int, concurrency: int) -> None:
     results = {
-        "list tags": await run(True, users, requests, concurrency),
-        "no list tags": await run(False, users, requests, concurrency),
+        name: await run(setting, users, requests, concurrency) for name, setting in SETTINGS.items()
     }
     print(f"{users} users, a superapp poll ({', '.join(SUPERAPP)}) with nothing new; ", end="")
     print(f"{requests} requests of each kind, {concurrency} at a time; CPU ms per request")
@@ -111,9 +120,10 @@ async def main(users: int, requests: int, concurrency: int) -> None:
                 f"{cost.per_request(cost.cpu_s['emulator']) * 1000:>9.3f}"
                 f"{bff_ms(cost):>11.3f}{calls:>14}"
             )
-    on, off = (results[s]["costs"] for s in ("list tags", "no list tags"))
+    on, each, off = (results[s]["costs"] for s in SETTINGS)
     print(
         f"\npoll BFF CPU, list tags / none: {bff_ms(on['poll']) / bff_ms(off['poll']):.2f}; "
+        f"joined reads / read each: {bff_ms(on['poll']) / bff_ms(each['poll']):.2f}; "
         f"poll / legacy pass-through (same run): "
         f"{bff_ms(on['poll']) / bff_ms(on['legacy']):.2f}; "
         f"poll / ping: {bff_ms(on['poll']) / bff_ms(on['ping']):.1f}"
