@@ -45,7 +45,15 @@ schema.config.checks.negative_data_rejection.expected_statuses.append("413")
 # integer fields of the request bodies: JSON Schema counts 2.0 as an integer, the services'
 # decoders (msgspec, strict) do not, and JSON Schema cannot say "no fraction part"
 INTEGER_FIELDS = frozenset(
-    {"wait_ms", "version", "requested_at_ms", "rating", "delay_ms", "max_age_ms"}
+    {
+        "wait_ms",
+        "version",
+        "requested_at_ms",
+        "rating",
+        "delay_ms",
+        "max_age_ms",
+        "force_per_minute",
+    }
 )
 
 
