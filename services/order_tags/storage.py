@@ -75,6 +75,15 @@ return deleted
 """
 
 
+# KEYS[1]: a user's list tag, KEYS[2]: its kept answer (one hash tag: one shard); ARGV: a new
+# tag, ttl. The list's tag (this one if it had none) and its kept answer: one command where
+# SET NX GET and GET were two (most of a read's cost is the client's per command)
+READ_LIST_SCRIPT = """
+local tag = redis.call("SET", KEYS[1], ARGV[1], "NX", "GET", "EX", ARGV[2])
+return {tag or ARGV[1], redis.call("GET", KEYS[2])}
+"""
+
+
 # KEYS[1]: a user's list tag; ARGV: the new tag, ttl, publish (0/1). Published on the list's
 # channel (its key's name: sharded like the key).
 BUMP_LIST_SCRIPT = """
@@ -179,12 +188,16 @@ class TagStore:
                 key = force_key(order.service, order.orderid)
                 pipe.incr(key)
                 pipe.expire(key, FORCE_WINDOW_S, nx=True)
-            made = [new_content_tag() for _ in lists]
-            for one, tag in zip(lists, made, strict=True):
-                # the list tag, or this one if there is none: a source's answer is kept only
+            for one in lists:
+                # the list tag, or a new one if there is none: a source's answer is kept only
                 # under a tag read before the source is asked
-                pipe.set(list_key(one.service, one.user_id), tag, nx=True, get=True, ex=self.ttl_s)
-                pipe.get(kept_answer_key(one.service, one.user_id))
+                tag, kept = (
+                    list_key(one.service, one.user_id),
+                    kept_answer_key(one.service, one.user_id),
+                )
+                # EVAL, not EVALSHA: a script never loaded on a node (a restart, a new
+                # master) is no error; Redis keeps the compiled script by its digest
+                pipe.eval(READ_LIST_SCRIPT, 2, tag, kept, new_content_tag(), self.ttl_s)
             results = await pipe.execute()
             tags = [split_created(stored) for stored in results[: len(orders)]]
             counts = results[len(orders) : len(orders) + 2 * len(forced) : 2]
@@ -193,8 +206,7 @@ class TagStore:
                 for order, count in zip(forced, counts, strict=True)
                 if count <= force_per_minute
             }
-            rest = results[len(orders) + 2 * len(forced) :]
-            listed = [(rest[2 * i] or made[i], rest[2 * i + 1]) for i in range(len(lists))]
+            listed = [(tag, kept or None) for tag, kept in results[len(orders) + 2 * len(forced) :]]
             return tags, listed, honoured
 
         return await self._run(operation)
