@@ -129,7 +129,7 @@ class ProtocolSettings(BaseSettings):
     max_polls_in_flight: int = Field(2000, ge=1)
     min_polls_in_flight: int = Field(20, ge=1)
     admission_budget_ms: float = Field(250.0, gt=0)
-    admission_look_cost_ms: float = Field(1.0, gt=0)
+    admission_look_cost_ms: float = Field(0.5, gt=0)
     admission_window_s: float = Field(0.25, gt=0, le=10)
     # the tag reads of polls that reach them in the same turn of the event loop go to
     # order_tags as one call (up to its limits per call); off only to measure what it saves
