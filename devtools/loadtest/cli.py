@@ -56,6 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MASTERS",
         help="run the tags on an embedded Redis Cluster of this many masters (0: one Redis)",
     )
+    parser.add_argument(
+        "--created-elsewhere",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="the share of new orders created on another device: no hint to the client, which "
+        "learns of them by polling (their freshness is its own column)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="report folder")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -74,9 +82,13 @@ def main(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         replicas=args.replicas,
         redis_cluster=args.redis_cluster,
+        created_elsewhere=args.created_elsewhere,
     )
     if config.redis_cluster and any(FAULT_KINDS[f].needs_own_redis for f in config.faults):
         print("--fault redis* acts on one Redis: not with --redis-cluster", file=sys.stderr)
+        return 2
+    if not 0 <= config.created_elsewhere <= 1:
+        print("--created-elsewhere is a share, 0 to 1", file=sys.stderr)
         return 2
     if config.replicas < 1:
         print("--replicas must be at least 1", file=sys.stderr)

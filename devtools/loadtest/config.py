@@ -33,6 +33,9 @@ class LoadtestConfig:
     replicas: int = 1
     # > 0: the tags on an embedded Redis Cluster of this many masters instead of one Redis
     redis_cluster: int = 0
+    # the share of new orders created "on another device" (or the web): the user's client
+    # gets no hint of them and learns of them only from its polls
+    created_elsewhere: float = 0.0
 
 
 @dataclass
@@ -62,3 +65,8 @@ class PhaseResult:
     recovery_s: float | None = None
     # requests each orders_state replica answered in the measured part (route by route)
     requests_by_replica: list[float] = field(default_factory=list)
+    # order source calls (every service's, launch's and polls') per client-minute
+    source_calls_per_client_minute: float = 0.0
+    # from an order's creation elsewhere to its client holding it (created_elsewhere > 0)
+    created_elsewhere_freshness_s: dict[str, float] = field(default_factory=dict)
+    created_elsewhere_measured: int = 0

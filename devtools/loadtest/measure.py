@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections import defaultdict
 from typing import Any, Protocol
 
@@ -123,14 +124,22 @@ async def emulator_get(session: aiohttp.ClientSession, url: str) -> dict[str, An
         return result
 
 
+def created_elsewhere(orderid: str, share: float) -> bool:
+    """Whether the order was created on another device: the same answer in every process and
+    run for an id, for `share` of the ids."""
+    return share > 0 and int(hashlib.sha256(orderid.encode()).hexdigest()[:8], 16) < share * 2**32
+
+
 async def feed_created_orders(
     session: aiohttp.ClientSession,
     emulator: str,
     clients: dict[str, SimulatedClient],
     stop: asyncio.Event,
+    elsewhere_share: float = 0.0,
 ) -> None:
     """A user who creates an order has its id in the app at once: tell the user's simulated
-    client of each order the emulator's driver creates, as it is created."""
+    client of each order the emulator's driver creates, as it is created, except those
+    created on another device (`elsewhere_share` of them), which it must learn by polling."""
     changes = await emulator_get(session, f"{emulator}/emulator/v1/changes?since=0")
     seq = changes["changes"][-1]["seq"] if changes["changes"] else 0
     while not stop.is_set():
@@ -144,5 +153,9 @@ async def feed_created_orders(
         for change in changes["changes"]:
             seq = change["seq"]
             client = clients.get(change["user_id"])
-            if change["created"] and client is not None:
+            if (
+                change["created"]
+                and client is not None
+                and not created_elsewhere(change["orderid"], elsewhere_share)
+            ):
                 client.order_created(change["service"], change["orderid"], change["status"])

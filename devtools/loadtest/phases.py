@@ -26,6 +26,7 @@ from devtools.loadtest.faults import FAULT_KINDS, FaultTarget
 from devtools.loadtest.measure import (
     SimulatedClient,
     VersionLog,
+    created_elsewhere,
     emulator_get,
     feed_created_orders,
     orders_state_failures,
@@ -101,7 +102,11 @@ async def run_phase(
         asyncio.create_task(start(c, spread * i / max(1, len(clients))))
         for i, c in enumerate(clients)
     ]
-    tasks.append(asyncio.create_task(feed_created_orders(session, emulator, by_user, stop)))
+    tasks.append(
+        asyncio.create_task(
+            feed_created_orders(session, emulator, by_user, stop, config.created_elsewhere)
+        )
+    )
     try:
         for _ in range(int(config.warmup_s)):
             await asyncio.sleep(1)
@@ -156,11 +161,17 @@ async def run_phase(
     heavy_calls = sum(
         previous["calls"].get(t, 0) - stats0["calls"].get(t, 0) for t in HEAVY_TARGETS
     )
+    source_calls = sum(
+        count - stats0["calls"].get(target, 0)
+        for target, count in previous["calls"].items()
+        if target.startswith("source:")
+    )
     order_minutes = active_order_seconds / 60
     changes = (await emulator_get(session, f"{emulator}/emulator/v1/changes?since={seq0}"))[
         "changes"
     ]
     delays: list[float] = []
+    elsewhere_delays: list[float] = []
     points: list[tuple[float, float]] = []
     unseen = 0
     for change in changes:
@@ -174,6 +185,8 @@ async def run_phase(
             continue
         delay = max(0.0, seen - change["at"])
         delays.append(delay)
+        if change["created"] and created_elsewhere(change["orderid"], config.created_elsewhere):
+            elsewhere_delays.append(delay)
         points.append((round(change["at"] - started, 3), round(delay, 3)))
     seconds = ended - started
     latencies = [lat for c in clients for lat in c.stats.poll_latencies]
@@ -212,4 +225,7 @@ async def run_phase(
         fault=fault,
         recovery_s=recovery_s,
         requests_by_replica=by_replica,
+        source_calls_per_client_minute=round(source_calls / (len(clients) * seconds / 60), 3),
+        created_elsewhere_freshness_s=percentiles(elsewhere_delays) if elsewhere_delays else {},
+        created_elsewhere_measured=len(elsewhere_delays),
     )

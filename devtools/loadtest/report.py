@@ -43,11 +43,19 @@ def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
     return result
 
 
+def _elsewhere_p95(phase: PhaseResult) -> str:
+    """The freshness p95 of orders created on another device, with how many were seen."""
+    if not phase.created_elsewhere_freshness_s:
+        return ""
+    return f"{phase.created_elsewhere_freshness_s['p95']:.2f} ({phase.created_elsewhere_measured})"
+
+
 def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]) -> str:
     header = (
         f"{'phase':<24}{'heavy/order-min':>16}{'bytes/client-min':>18}{'fresh p50':>11}"
         f"{'p95':>8}{'p99':>8}{'poll p50 ms':>13}{'p99 ms':>9}{'polls/cl-min':>14}"
-        f"{'errors':>8}{'5xx':>6}{'peak 5s':>9}{'recovery s':>12}"
+        f"{'errors':>8}{'5xx':>6}{'peak 5s':>9}{'recovery s':>12}{'src/cl-min':>12}"
+        f"{'elsewhere p95':>15}"
     )
     lines = [header, "-" * len(header)]
     for phase in phases.values():
@@ -59,6 +67,8 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]
             f"{phase.polls_per_client_minute:>14.2f}{phase.errors:>8}"
             f"{phase.server_errors:>6}{phase.peak_heavy_calls_per_order_minute:>9.2f}"
             f"{'' if phase.recovery_s is None else f'{phase.recovery_s:.0f}':>12}"
+            f"{phase.source_calls_per_client_minute:>12.2f}"
+            f"{_elsewhere_p95(phase):>15}"
         )
     lines.append("")
     goals = {

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from devtools.loadtest import LoadtestConfig, peak_window_rate, run_loadtest
+from devtools.loadtest.measure import created_elsewhere
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -25,6 +26,7 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         time_scale=30,
         out_dir=tmp_path,
         progress=False,
+        created_elsewhere=0.5,
     )
     report = await run_loadtest(config)
 
@@ -46,6 +48,7 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         assert set(phase["poll_latency_ms"]) == {"p50", "p95", "p99"}
         # the report's peak is its own timeline's busiest window
         assert phase["peak_heavy_calls_per_order_minute"] == peak_window_rate(phase["timeline"])
+        assert phase["source_calls_per_client_minute"] >= 0
     assert set(written["ratios_new_over_legacy"]) == {
         "heavy_calls_per_order_minute",
         "bytes_per_client_minute",
@@ -76,6 +79,7 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
     out = capsys.readouterr().out
     assert "new / legacy heavy_calls_per_order_minute" in out
+    assert "src/cl-min" in out and "elsewhere p95" in out
     assert "mlutp_redis_down" in out
 
 
@@ -113,3 +117,12 @@ async def test_the_loadtest_runs_its_phases_over_replicas_on_a_redis_cluster(
         # the clients took both replicas in turn: each answered its share
         [first, second] = phase["requests_by_replica"]
         assert first > 0 and second > 0, name
+
+
+def test_a_share_of_orders_is_created_elsewhere_the_same_ones_every_time() -> None:
+    ids = [f"order-{index}" for index in range(4000)]
+    assert not any(created_elsewhere(orderid, 0.0) for orderid in ids)
+    assert all(created_elsewhere(orderid, 1.0) for orderid in ids)
+    elsewhere = [orderid for orderid in ids if created_elsewhere(orderid, 0.3)]
+    assert 0.25 < len(elsewhere) / len(ids) < 0.35
+    assert elsewhere == [orderid for orderid in ids if created_elsewhere(orderid, 0.3)]
