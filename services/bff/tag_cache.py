@@ -105,7 +105,8 @@ class TagCache:
                 )
             )
         except OrderTagsRejected:
-            # the request was refused, the cache works: this poll degrades, nobody else's
+            # the request was refused, the cache works: this poll degrades (with those whose
+            # reads were joined in the same call), not the cache for everyone
             self.circuit.abandon()
             self.metrics.tag_cache.labels("rejected").inc()
             return None
