@@ -29,13 +29,17 @@ _new_order = msgspec.json.Decoder(NewOrder)
 _fault_switch = msgspec.json.Decoder(FaultSwitch)
 
 
-def _segments(request: web.Request, *names: str) -> list[str]:
-    """Path parameters passed on as single path segments, never as `.` or `..` (which a URL
-    resolves to another path)."""
-    values = [request.match_info[name] for name in names]
-    if any(value in (".", "..") for value in values):
-        raise BadRequest("a path parameter may not be . or ..")
+def _quoted_segments(values: list[str]) -> list[str]:
+    """Values passed on as single path segments, each quoted; never empty, `.` or `..`
+    (which a URL resolves to another path: the router has decoded `%2e%2e` already)."""
+    if any(value in ("", ".", "..") for value in values):
+        raise BadRequest("a path segment may not be empty, . or ..")
     return [urllib.parse.quote(value, safe="") for value in values]
+
+
+def _segments(request: web.Request, *names: str) -> list[str]:
+    """Path parameters passed on as single path segments."""
+    return _quoted_segments([request.match_info[name] for name in names])
 
 
 def _response(passed: Passed) -> web.Response:
@@ -50,13 +54,8 @@ async def _pass_on(request: web.Request, url: str, kind: Kind = Kind.OTHER) -> w
 
 
 def _mlutp_path(request: web.Request) -> str:
-    """The path under /mlutp/ as segments that stay under it: none empty, `.` or `..` (the
-    router has decoded `%2e%2e` already, so a URL cannot resolve them to another prefix), each
-    quoted again as one segment."""
-    segments = request.match_info["tail"].split("/")
-    if any(segment in ("", ".", "..") for segment in segments):
-        raise BadRequest("a path under /mlutp/ may not have empty, . or .. segments")
-    return "/mlutp/" + "/".join(urllib.parse.quote(segment, safe="") for segment in segments)
+    """The path under /mlutp/ as segments that stay under it."""
+    return "/mlutp/" + "/".join(_quoted_segments(request.match_info["tail"].split("/")))
 
 
 async def index(request: web.Request) -> web.FileResponse:

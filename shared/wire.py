@@ -32,8 +32,8 @@ MAX_BODY_DEPTH = 24
 # received and forwarded as it is, so the id checked is the id used.
 USER_ID = re.compile(r"[\x21-\x7e]{1,128}")
 USER_HEADER = "X-Yandex-UID"
-# a request id as forwarded and echoed: visible ASCII, as a user id is
-FORWARDED_ID = re.compile(r"[\x21-\x7e]{1,128}")
+# a request id as forwarded and echoed: the user id's rule, visible ASCII
+FORWARDED_ID = USER_ID
 # a free-text header forwarded upstream (User-Agent, Accept-Language): visible ASCII, spaces
 # and tabs. HTTP allows bytes 0x80-0xFF too, but they cannot pass through as they came, and a
 # value is never altered silently: it is refused

@@ -58,9 +58,6 @@ class JoinedTagReads:
         self._open: _Batch | None = None
         # the calls in flight: kept until done (a task nobody holds may be collected)
         self._sending: set[asyncio.Task[None]] = set()
-        # reads answered, and calls made for them (for metrics and tests)
-        self.reads = 0
-        self.calls = 0
 
     async def read(
         self,
@@ -102,8 +99,6 @@ class JoinedTagReads:
         readers = [reader for reader in batch.readers if not reader.answered.done()]
         if not readers:
             return
-        self.calls += 1
-        self.reads += len(readers)
         try:
             response = await self.store.read(
                 [order for reader in readers for order in reader.orders],
