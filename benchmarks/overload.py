@@ -105,6 +105,86 @@ def own_queue_signs(port: int) -> dict[str, float]:
     return found
 
 
+def answered_within(url: str, route: str, status: str, le: str) -> tuple[float, float]:
+    """From a service's own latency histogram: how many requests of `route` answered
+    `status` it finished within `le` seconds, and how many in all (counted from its start)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    within = total = 0.0
+    for line in text.splitlines():
+        if not line.startswith("http_request_duration_seconds_"):
+            continue
+        if f'route="{route}"' not in line or f'status="{status}"' not in line:
+            continue
+        name, _, value = line.rpartition(" ")
+        if name.startswith("http_request_duration_seconds_bucket") and f'le="{le}"' in name:
+            within = float(value)
+        elif name.startswith("http_request_duration_seconds_count"):
+            total = float(value)
+    return within, total
+
+
+def metric_sum_count(url: str, histogram: str) -> tuple[float, float]:
+    """A histogram's sum and count (no labels) from a service's metrics."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in (f"{histogram}_sum", f"{histogram}_count"):
+            values[name] = float(value)
+    return values.get(f"{histogram}_sum", 0.0), values.get(f"{histogram}_count", 0.0)
+
+
+def cpu_busy(cpu: int) -> tuple[float, float]:
+    """CPU `cpu`'s busy and total jiffies since boot (/proc/stat)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            fields = [float(value) for value in line.split()[1:]]
+            idle = fields[3] + fields[4]
+            return sum(fields) - idle, sum(fields)
+    return 0.0, 0.0
+
+
+@dataclass
+class Split:
+    """Where an admitted poll's time goes, read around one run: the server's own view of
+    its admitted polls (from reading the request to writing the answer), order_tags' view of
+    its tag reads, and how busy CPU 1 was (the load generator, order_tags, the emulator and
+    Redis share it: when it is full, their queue shows up in the client's p99, not ours)."""
+
+    orders_state_url: str
+    order_tags_url: str
+    readings: list[tuple[float, float]] = field(default_factory=list)
+
+    def read(self) -> None:
+        self.readings = [
+            answered_within(self.orders_state_url, PATH, "200", "0.25"),
+            answered_within(self.order_tags_url, "/v1/tags/get", "200", "0.05"),
+            cpu_busy(1),
+            (time.process_time(), time.perf_counter()),
+            metric_sum_count(self.orders_state_url, "mlutp_event_loop_lag_seconds"),
+        ]
+
+    def since(self, before: Split) -> str:
+        shares = [
+            (after[0] - first[0]) / max(after[1] - first[1], 1e-9)
+            for after, first in zip(self.readings, before.readings, strict=True)
+        ]
+        return (
+            f"server-side: admitted within 250 ms {shares[0]:.2%}, "
+            f"tag reads within 50 ms {shares[1]:.2%}; "
+            f"CPU 1 busy {shares[2]:.0%} (load generator {shares[3]:.0%}); "
+            f"orders_state's loop lag {shares[4] * 1000:.1f} ms on average"
+        )
+
+
+def split_of(orders_state_port: int, stack: Stack) -> Split:
+    split = Split(f"http://127.0.0.1:{orders_state_port}", stack.order_tags_url)
+    split.read()
+    return split
+
+
 def moved(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {name: after[name] - before[name] for name in after if after[name] > before[name]}
 
@@ -282,9 +362,11 @@ def main() -> None:
                     for user in range(USERS)
                 ]
                 before = own_queue_signs(port)
+                split = split_of(port, stack)
                 results[name] = asyncio.run(closed_loop(port, requests, connections, args.seconds))
                 signs = moved(before, own_queue_signs(port))
                 print(results[name].line(name) + f"  own queue signs {signs or 'none'}")
+                print(f"{'':26s} {split_of(port, stack).since(split)}")
                 if name == "admission control" and signs:
                     failed = True
             capped, uncapped = results["admission control"], results["no cap"]

@@ -122,10 +122,10 @@ class ProtocolSettings(BaseSettings):
     # the cap of polls in progress (past it a poll is a 503 with Retry-After at once) is the
     # looks the process clears in admission_budget_ms, at the CPU a look costs (measured in
     # windows of admission_window_s; admission_look_cost_ms until one is), between these
-    # bounds (a floor above the ceiling is the ceiling); scaled down by target / lag while the
+    # bounds (a floor above the ceiling is the ceiling); times a share that shrinks while the
     # event loop's smoothed lag (sampled each admission_sample_s) stays above
-    # admission_lag_target_ms: lasting overload, where reading and refusing requests take
-    # their share of the loop
+    # admission_lag_target_ms and grows back below it, so a lasting lag settles at the target:
+    # lasting overload, where reading and refusing requests take their share of the loop
     max_polls_in_flight: int = Field(2000, ge=1)
     min_polls_in_flight: int = Field(20, ge=1)
     admission_budget_ms: float = Field(250.0, gt=0)

@@ -44,9 +44,12 @@ class BudgetLimit:
       not start at a floor and climb.
     - Waiting on an upstream costs no CPU, so a slow source never shrinks the cap (that is the
       breakers' work).
-    - Under lasting overload the loop's other work (reading and refusing requests) takes its
-      share: while the smoothed lag of the event loop stays above `lag_target_ms`, the cap is
-      scaled by target / lag.
+    - Under lasting overload the loop's other work (reading and refusing requests, and each
+      look's turns waiting behind the others) takes its share, which the CPU cost cannot see:
+      while the smoothed lag of the event loop stays above `lag_target_ms`, the cap's share
+      `lag_scale` keeps shrinking a little each sample, and below it grows back. A share set
+      in proportion (target / lag) would settle with the lag above the target; one that
+      moves while the lag is off target settles at it.
     """
 
     min_limit: int
@@ -59,8 +62,12 @@ class BudgetLimit:
     smoothing: float = 0.3
     # a tenth of each lag sample (10 ms apart): a burst's lag passes, a lasting one shows
     lag_smoothing: float = 0.1
+    # how far one lag sample moves the share: (target / lag) ** gain, a sample each ~10 ms
+    lag_gain: float = 0.05
+    min_lag_scale: float = 0.02
     min_looks: int = 20
     lag_ms: float = field(init=False, default=0.0)
+    lag_scale: float = field(init=False, default=1.0)
     # the CPU share of a window with no looks: the process's own idle work
     idle_cpu_share: float = field(init=False, default=0.0)
 
@@ -70,29 +77,28 @@ class BudgetLimit:
 
     @property
     def cap(self) -> int:
-        fits = self.budget_ms / self.look_cost_ms
-        if self.lag_ms > self.lag_target_ms:
-            # a queue that lasts: the loop's other work (parsing, refusing) takes its share
-            fits *= self.lag_target_ms / self.lag_ms
+        fits = self.budget_ms / self.look_cost_ms * self.lag_scale
         return max(self.min_limit, min(self.max_limit, int(fits)))
 
     def observe_lag(self, lag_ms: float) -> int:
         """One sample of the event loop's lag (how late a timer fired), smoothed: a burst the
         process admitted lags it for a moment and is gone; a lag that stays is a process
-        short of time for what it admits, and the cap shrinks in proportion."""
+        short of time for what it admits, and the cap's share shrinks until it is gone. Back
+        under the target the share grows again, at most 2 ** gain a sample."""
         self.lag_ms += self.lag_smoothing * (max(0.0, lag_ms) - self.lag_ms)
+        off_target = self.lag_target_ms / max(self.lag_ms, self.lag_target_ms / 2)
+        scale = self.lag_scale * off_target**self.lag_gain
+        self.lag_scale = min(1.0, max(self.min_lag_scale, scale))
         return self.cap
 
-    def observe(self, *, cpu_ms: float, wall_ms: float, looks: int, busy_ms: float = 0.0) -> int:
-        """One window: the CPU the process used, how long it lasted, the looks it finished,
-        and how long its event loop was busy (its timers' lateness). A process that gets less
-        than a core (a shared machine) is busy longer than its CPU time: the longer counts."""
+    def observe(self, *, cpu_ms: float, wall_ms: float, looks: int) -> int:
+        """One window: the CPU the process used, how long it lasted and the looks it
+        finished."""
         if looks == 0 and wall_ms > 0:
             share = min(1.0, max(0.0, cpu_ms / wall_ms))
             self.idle_cpu_share += self.smoothing * (share - self.idle_cpu_share)
         elif looks >= self.min_looks:
-            cpu_cost = max(0.0, cpu_ms - self.idle_cpu_share * wall_ms) / looks
-            sample = max(cpu_cost, min(busy_ms, wall_ms) / looks)
+            sample = max(0.0, cpu_ms - self.idle_cpu_share * wall_ms) / looks
             cost = self.look_cost_ms + self.smoothing * (sample - self.look_cost_ms)
             self.look_cost_ms = max(MIN_LOOK_COST_MS, cost)
         return self.cap

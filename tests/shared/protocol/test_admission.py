@@ -82,11 +82,27 @@ def test_a_burst_lags_the_loop_for_a_moment_and_leaves_the_cap_where_it_was() ->
     assert cap.cap == 250
 
 
-def test_a_lasting_lag_shrinks_the_cap_in_proportion() -> None:
+def test_a_lasting_lag_keeps_shrinking_the_cap_until_it_is_gone() -> None:
     cap = limit()
+    caps = []
     for _ in range(100):
-        cap.observe_lag(40)  # the loop 40 ms late, sample after sample
-    assert 60 <= cap.cap <= 65  # 250 x 10 / 40
+        caps.append(cap.observe_lag(40))  # the loop 40 ms late, sample after sample
+    assert caps == sorted(caps, reverse=True)
+    assert caps[-1] == 20  # the floor: the lag never went
+    for _ in range(100):  # a second
+        cap.observe_lag(0)
+    assert 20 < cap.cap < 250  # the share grows back, not at once
     for _ in range(100):
         cap.observe_lag(0)
-    assert cap.cap == 250  # back at once when the lag is gone, no climb
+    assert cap.cap == 250
+
+
+def test_the_lag_settles_at_its_target_not_above_it() -> None:
+    cap = limit(min_limit=1)
+    # a loop whose lag is its queue: 1 ms for each 10 looks in progress (at the cap)
+    lags = []
+    for _ in range(2000):
+        lags.append(cap.cap / 10)
+        cap.observe_lag(lags[-1])
+    settled = lags[-200:]
+    assert min(settled) >= 9 and max(settled) <= 11  # the 10 ms target
