@@ -16,9 +16,11 @@ SafeCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 
 
 class OrderRequest(msgspec.Struct):
-    """totw, eats/grocery details: other fields of the body are accepted and ignored."""
+    """totw, eats/grocery details: other fields of the body are accepted and ignored. `tags`:
+    the content tags the client holds for the parts this call serves (recorded in stats)."""
 
     orderid: OrderId
+    tags: dict[str, str] = {}
 
 
 class CreateOrder(msgspec.Struct, forbid_unknown_fields=True):

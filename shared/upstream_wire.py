@@ -11,6 +11,21 @@ from shared.protocol.allowed_changes import ChangeCapability, SourceAllowance
 from shared.wire import ClientTagText, OrderId
 
 
+class SourceKnownOrder(msgspec.Struct):
+    """An order the client knows, as its source is told of it: the content tags the client
+    holds for its parts (for taxi, the order_proc version), never the server's tags."""
+
+    orderid: str
+    tags: dict[str, str] = {}
+
+
+class SourceRequest(msgspec.Struct):
+    """What an order source is asked: the user (a header) and the client's known orders of
+    that service, with their content tags."""
+
+    orders: list[SourceKnownOrder] = []
+
+
 class SourceOrder(msgspec.Struct):
     orderid: str
     status: str

@@ -41,8 +41,8 @@ from shared.protocol.need_request import (
     decide_parts,
 )
 from shared.protocol.ordering import canonical_key, merge_orders
-from shared.protocol.tags import part_content, refetch_phase
-from shared.upstream_wire import SourceOrder, SourceResponse
+from shared.protocol.tags import known_content_tags, part_content, refetch_phase
+from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
 from shared.wire import USER_HEADER, ListKey, OrderKey
 
 
@@ -142,14 +142,32 @@ class OrdersStateEngine:
             return []
         return [s for s in services if s in self.sources and self.policy.services[s].list_tags]
 
+    def _known_by_source(
+        self, known: Sequence[ParsedKnownOrder], served: Sequence[str], now_ms: int
+    ) -> dict[str, list[SourceKnownOrder]]:
+        """The client's known orders of each served service as its source is told of them:
+        with the content tags the client holds, never the server's tags."""
+        told: dict[str, list[SourceKnownOrder]] = {service: [] for service in served}
+        for k in known:
+            orders = told.get(k.order.service)
+            if orders is not None:
+                version = self.policy.version(k.order.service)
+                contents = known_content_tags(k.order.tags, version, now_ms)
+                orders.append(SourceKnownOrder(k.order.orderid, contents))
+        return told
+
     async def _query_sources(
-        self, services: Sequence[str], headers: dict[str, str]
+        self,
+        services: Sequence[str],
+        known: Sequence[ParsedKnownOrder],
+        headers: dict[str, str],
     ) -> dict[str, SourceResponse | None]:
         """Each served service's source; a service the server does not serve is
         unavailable for this request (None), like a source that failed."""
         served = [service for service in services if service in self.sources]
+        told = self._known_by_source(known, served, int(time.time() * 1000))
         results = await asyncio.gather(
-            *(self.sources[service].list_active(headers) for service in served)
+            *(self.sources[service].list_active(headers, told[service]) for service in served)
         )
         answers: dict[str, SourceResponse | None] = dict.fromkeys(services)
         for service, result in zip(served, results, strict=True):
@@ -274,7 +292,7 @@ class OrdersStateEngine:
             force_per_minute=self.config.force_per_order_per_minute,
         )
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
-        asked = await self._query_sources([s for s in services if s not in kept], headers)
+        asked = await self._query_sources([s for s in services if s not in kept], known, headers)
         if user_id:
             self.listings.keep(
                 user_id, read, {s: a for s, a in asked.items() if s in listed_services}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -23,7 +23,7 @@ from services.bff.ports import Fetched, FetchOutcome, OrderSource, PartUpstream,
 from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
-from shared.protocol.tags import encode_tag, part_content
+from shared.protocol.tags import encode_tag, part_content, upstream_content_tags
 from shared.wire import USER_HEADER, OrderKey
 
 
@@ -48,6 +48,10 @@ class OrderFetch:
     stored: dict[str, str] | None = None
     cache_available: bool = False
     issued_ms: int = 0
+    # the content tags the requests joined in it hold, by part: the upstream call carries
+    # those of the requests that joined before it was sent (a later one gets data at least
+    # as new as the tags read before the call, which are never older than its own)
+    content_tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,10 @@ class PartService:
         so a client fetching several parts of an order at once costs the upstream one call."""
         self.count_request(endpoint)
         loop = asyncio.get_running_loop()
+        sources = self.policy.services[endpoint.service].content_sources(
+            endpoint.policy_version, endpoint.rule.part_name
+        )
+        now_ms = int(time.time() * 1000)
         fetches: list[OrderFetch] = []
         started: list[StartedFetch] = []
         for order in orders:
@@ -165,6 +173,10 @@ class PartService:
                 started.append(StartedFetch(order, running, key))
             else:
                 self.metrics.part_coalesced.labels(endpoint.service, endpoint.rule.part_name).inc()
+            # two devices of a user asking one part: the first one's tag goes
+            held = upstream_content_tags(order.client_tag, endpoint.policy_version, sources, now_ms)
+            for part_name, held_content in held.items():
+                running.content_tags.setdefault(part_name, held_content)
             fetches.append(running)
         if started:
             # runs on its own: a request that goes away must not fail those that joined it
@@ -174,9 +186,6 @@ class PartService:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         results = await asyncio.gather(*(asyncio.shield(fetch.fetched) for fetch in fetches))
-        sources = self.policy.services[endpoint.service].content_sources(
-            endpoint.policy_version, endpoint.rule.part_name
-        )
         parts = []
         for order, fetch, fetched in zip(orders, fetches, results, strict=True):
             # unknown content (cache down, or none stored) never matches: refetched later
@@ -227,8 +236,11 @@ class PartService:
                     one.fetch.fetched.set_result(remembered.fetched)
                     return
                 body = {**other_fields, "orderid": one.order.orderid}
-                if one.order.client_tag is not None:
-                    body["tag"] = one.order.client_tag
+                if one.fetch.content_tags:
+                    # the client's content tags, never its tag: the envelope stays here
+                    body["tags"] = dict(one.fetch.content_tags)
+                else:
+                    body.pop("tags", None)
                 fetched = await upstream.fetch(body, headers)
                 if fetched.outcome is not FetchOutcome.STALE:
                     memo.put(one.key, Remembered(fetched, issued_ms, one.fetch.stored), issued_ms)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from shared.upstream_wire import SourceResponse
+from shared.upstream_wire import SourceKnownOrder, SourceResponse
 from shared.wire import ListKey, OrderKey, OrderParts, TagsGetResponse
 
 
@@ -37,8 +37,11 @@ class OrderSource(Protocol):
 
     service: str
 
-    async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
-        """None when the source is unavailable for this request (failed, late, garbage)."""
+    async def list_active(
+        self, headers: dict[str, str], known: Sequence[SourceKnownOrder] = ()
+    ) -> SourceResponse | None:
+        """None when the source is unavailable for this request (failed, late, garbage).
+        `known`: the client's known orders of this service, with their content tags."""
         ...
 
 

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -20,7 +20,7 @@ from services.bff.ports import Fetched, FetchOutcome
 from shared import wire
 from shared.errors import ServiceUnavailable
 from shared.http import CircuitOpenError, Protection, RetryPolicy, UpstreamClient, UpstreamResponse
-from shared.upstream_wire import SourceResponse
+from shared.upstream_wire import SourceKnownOrder, SourceRequest, SourceResponse
 
 log = logging.getLogger("mlutp.upstreams")
 
@@ -50,10 +50,13 @@ class OrderSourceClient(UpstreamClient):
         )
         self.service = service
 
-    async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
-        """The user's active orders, or None when the source is unavailable."""
+    async def list_active(
+        self, headers: dict[str, str], known: Sequence[SourceKnownOrder] = ()
+    ) -> SourceResponse | None:
+        """The user's active orders, or None when the source is unavailable. The source is
+        told the client's known orders of its service with their content tags."""
         try:
-            response = await self.post("", b"{}", headers=headers)
+            response = await self.post("", wire.encode(SourceRequest(list(known))), headers=headers)
         except CircuitOpenError:
             return None  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:

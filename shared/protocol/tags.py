@@ -114,6 +114,34 @@ def valid_tag(tag: str | None, policy_version: str, now_ms: int) -> ClientTag | 
     return decoded
 
 
+def upstream_content_tags(
+    client_tag: str | None, policy_version: str, sources: tuple[str, ...], now_ms: int
+) -> dict[str, str]:
+    """What an upstream gets of the client's tag for a part: the content tag it holds (for
+    taxi, the order_proc version such as `v17`), under the name of the part order_tags stores
+    it for, and never the server's envelope (policy version, issue time). Upstream logic
+    such as order_proc's version works on it.
+
+    Empty when the client holds no content tag the upstream could know: no tag, an invalid
+    one, one issued while the tag cache was down, or one of a deprecated part made of several
+    current parts (its content is a digest of theirs, known to no upstream)."""
+    decoded = valid_tag(client_tag, policy_version, now_ms)
+    if decoded is None or decoded.content is None or len(sources) != 1:
+        return {}
+    return {sources[0]: decoded.content}
+
+
+def known_content_tags(
+    client_tags: Mapping[str, str], policy_version: str, now_ms: int
+) -> dict[str, str]:
+    """The content tags a client holds for an order's parts, by part, as an order source
+    gets them: each valid tag of the current policy version that carries one."""
+    contents: dict[str, str] = {}
+    for part, tag in client_tags.items():
+        contents |= upstream_content_tags(tag, policy_version, (part,), now_ms)
+    return contents
+
+
 def refetch_phase(service: str, orderid: str) -> float:
     """Where in a degraded TTL an order's first refetch of an outage falls, in [0, 1):
     fixed per order, so all its parts fall together (one upstream call), and spread evenly

@@ -17,7 +17,7 @@ from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.tags import new_content_tag
-from shared.upstream_wire import SourceOrder, SourceResponse
+from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
 from shared.wire import OrderKey
 
 
@@ -111,9 +111,14 @@ class FakeSource:
         self.orders = [SourceOrder(o, s, c, {}) for o, s, c in orders]
         self.available = True
         self.calls = 0
+        # what each call was told of the client's known orders
+        self.told: list[list[SourceKnownOrder]] = []
 
-    async def list_active(self, headers: dict[str, str]) -> SourceResponse | None:
+    async def list_active(
+        self, headers: dict[str, str], known: Sequence[SourceKnownOrder] = ()
+    ) -> SourceResponse | None:
         self.calls += 1
+        self.told.append(list(known))
         if not self.available:
             return None
         return SourceResponse(self.orders, SourceAllowance(can_make_more_orders=True))

@@ -5,6 +5,7 @@ tested rule by rule in tests/shared/protocol."""
 from __future__ import annotations
 
 import random
+import time
 
 from services.bff.engine import EngineConfig, OrdersStateEngine
 from services.bff.known_orders import Limits, parse_known_orders
@@ -12,6 +13,8 @@ from shared.answer import ActualOrder, StaleOrder
 from shared.policy import load_policy
 from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
+from shared.protocol.tags import encode_tag
+from shared.upstream_wire import SourceKnownOrder
 from shared.wire import OrderKey
 from tests.services.fakes import FakeOrderTags, FakeSource, metrics, tag_cache
 
@@ -114,3 +117,21 @@ async def test_an_unavailable_tag_cache_opens_the_circuit():
     for _ in range(polls.tag_cache.circuit.failures_to_open):
         await polls.look([], ["taxi"], {})
     assert polls.tag_cache.circuit.is_open
+
+
+async def test_each_source_is_told_the_clients_known_orders_with_their_content_tags():
+    tags = FakeOrderTags()
+    taxi, eats = FakeSource([("t1", "driving", T0)]), FakeSource([("e1", "cooking", T0)])
+    issued = int(time.time() * 1000) - 5000
+    taxi_tags = {
+        "fast_info": encode_tag(POLICY.version("taxi"), "v17", issued),
+        "chat": encode_tag(POLICY.version("taxi"), None, issued, degraded=True),
+    }
+    clients = known(
+        {"orderid": "t1", "service": "taxi", "status": "driving", "tags": taxi_tags},
+        {"orderid": "e1", "service": "eats", "status": "cooking", "tags": {}},
+    )
+    await engine(tags, taxi=taxi, eats=eats).look(clients, ["taxi", "eats"], {})
+    # the content tag the client holds, not its tag; none where it holds none
+    assert taxi.told == [[SourceKnownOrder("t1", {"fast_info": "v17"})]]
+    assert eats.told == [[SourceKnownOrder("e1", {})]]

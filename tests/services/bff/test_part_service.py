@@ -6,12 +6,13 @@ while its content tags stay the same."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from services.bff.fetch_memo import FetchMemo
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from shared.policy import load_policy
-from shared.protocol.tags import decode_tag
+from shared.protocol.tags import decode_tag, encode_tag
 from shared.wire import OrderKey
 from tests.services.fakes import FakeOrderTags, GatedUpstream, metrics, tag_cache
 
@@ -146,3 +147,59 @@ async def test_a_change_of_the_orders_content_tags_is_fetched_at_once():
     [part] = await parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("u"))
     assert len(upstream.bodies) == 2
     assert decode_tag(part["tag"]).content == "f1"  # type: ignore[union-attr]
+
+
+# docs/protocol.md: the upstream gets the client's content tag of each part, never its tag
+
+
+def client_tag(part: str, content: str | None) -> str:
+    return encode_tag(ENDPOINTS[part].policy_version, content, int(time.time() * 1000) - 5000)
+
+
+async def test_the_upstream_gets_the_clients_content_tag_of_the_part_not_its_tag():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
+    tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "v18"}
+    upstream.release.set()
+    held = client_tag("fast_info", "v17")
+    await service(tags, upstream).fetch_parts(
+        ENDPOINTS["fast_info"], [RequestedOrder("t1", held)], {"position": [37.6, 55.7]}, user("u")
+    )
+    [body] = upstream.bodies
+    assert body == {"position": [37.6, 55.7], "orderid": "t1", "tags": {"fast_info": "v17"}}
+    assert held not in str(body)
+
+
+async def test_one_call_for_several_parts_carries_each_parts_content_tag():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
+    tags.stored[OrderKey("taxi", "t1")] = {"fast_info": "v18", "rarely_changed": "r2"}
+    parts = service(tags, upstream)
+    await asyncio.gather(
+        parts.fetch_parts(
+            ENDPOINTS["fast_info"],
+            [RequestedOrder("t1", client_tag("fast_info", "v17"))],
+            {},
+            user("u"),
+        ),
+        parts.fetch_parts(
+            ENDPOINTS["rarely_changed"],
+            [RequestedOrder("t1", client_tag("rarely_changed", "r1"))],
+            {},
+            user("u"),
+        ),
+        upstream.release_after(1),
+    )
+    [body] = upstream.bodies
+    assert body["tags"] == {"fast_info": "v17", "rarely_changed": "r1"}
+
+
+async def test_a_part_the_client_holds_no_content_tag_for_sends_none():
+    tags, upstream = FakeOrderTags(), GatedUpstream([])
+    upstream.release.set()
+    parts = service(tags, upstream, remember_recent=False)
+    # a new part, and one whose tag was issued while the tag cache was down; a client's own
+    # "tags" field is not taken for the server's
+    for held in (None, encode_tag(ENDPOINTS["fast_info"].policy_version, None, 1, degraded=True)):
+        await parts.fetch_parts(
+            ENDPOINTS["fast_info"], [RequestedOrder("t1", held)], {"tags": "mine"}, user("u")
+        )
+    assert [set(body) for body in upstream.bodies] == [{"orderid"}, {"orderid"}]

@@ -155,10 +155,12 @@ async def test_eats_parts_come_from_eats_details(
     assert await calls(emulator, "eats_details") - before == 1
 
 
-async def test_headers_body_fields_and_client_tag_reach_the_upstream(
-    orders_state: TestClient, emulator: TestClient, unique: str
+async def test_headers_body_fields_and_the_content_tag_reach_the_upstream_never_the_tag(
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
     orderid = await create_order_id(emulator, unique)
+    first = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    client_tag = first["orders"][0]["tag"]
     request_fields = {
         "extend_freecars": True,
         "format_currency": True,
@@ -166,12 +168,37 @@ async def test_headers_body_fields_and_client_tag_reach_the_upstream(
         "position": {"point": [37.5, 55.7], "dx": 1009},
     }
     headers = {"User-Agent": "app/1", "X-Request-Id": "r1", "Accept-Language": "en"}
-    body = {**request_fields, "orders": [{"orderid": orderid, "tag": "client-tag"}]}
+    body = {**request_fields, "orders": [{"orderid": orderid, "tag": client_tag}]}
+    await asyncio.sleep(MIN_TTL_S)  # past the recent memo: a call of its own
     await fetch(orders_state, unique, FAST, body, **headers)
     served = await stats(emulator)
     last = served["recent"]["totw"][-1]
     assert last["headers"] == {"X-Yandex-UID": unique, **headers}
-    assert last["body"] == {**request_fields, "orderid": orderid, "tag": "client-tag"}
+    # the content tag the client holds for the part (the order_proc version), not its tag
+    content = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
+    assert content is not None and content.startswith("v")
+    assert last["body"] == {**request_fields, "orderid": orderid, "tags": {"fast_info": content}}
+    assert client_tag not in json.dumps(served["recent"]["totw"])
+
+
+async def test_the_order_source_is_told_the_known_orders_content_tags(
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
+):
+    orderid = await create_order_id(emulator, unique)
+    [part] = (await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]}))["orders"]
+    known = {"orderid": orderid, "service": "taxi", "status": "searching"}
+    await poll(
+        orders_state,
+        unique,
+        {"known_orders": [{**known, "tags": {"fast_info": part["tag"]}}]},
+    )
+    served = await stats(emulator)
+    told = [
+        c["body"] for c in served["recent"]["source:taxi"] if c["headers"]["X-Yandex-UID"] == unique
+    ]
+    content = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
+    assert told[-1] == {"orders": [{"orderid": orderid, "tags": {"fast_info": content}}]}
+    assert part["tag"] not in json.dumps(told)
 
 
 async def test_the_route_part_proxies_taxiroute(

@@ -8,7 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.policy import load_policy
-from shared.protocol.tags import ClientTag, decode_tag, encode_tag, valid_tag
+from shared.protocol.tags import (
+    ClientTag,
+    decode_tag,
+    encode_tag,
+    known_content_tags,
+    upstream_content_tags,
+    valid_tag,
+)
 
 NOW = 1_800_000_000_000
 URL_SAFE = re.compile(r"^[A-Za-z0-9._~-]+$")
@@ -67,3 +74,44 @@ def test_a_tag_issued_in_the_future_is_invalid():
 def test_tags_over_256_chars_are_not_accepted():
     tag = encode_tag("646d451553", "v1", NOW) + "A" * 300
     assert decode_tag(tag) is None
+
+
+# docs/protocol.md: "the upstream gets the client's content tag for the part (the order_proc
+# version v17), never the server's envelope"
+
+VERSION = "646d451553"
+
+
+def test_an_upstream_gets_the_content_tag_the_client_holds_not_the_envelope() -> None:
+    tag = encode_tag(VERSION, "v17", NOW - 1000)
+    assert upstream_content_tags(tag, VERSION, ("fast_info",), NOW) == {"fast_info": "v17"}
+
+
+def test_a_deprecated_part_made_of_several_current_parts_sends_no_tag() -> None:
+    tag = encode_tag(VERSION, "dZ3x", NOW - 1000)
+    # its content is a digest of its current parts' content tags: no upstream knows it
+    assert upstream_content_tags(tag, VERSION, ("fast_info", "slow"), NOW) == {}
+
+
+def test_an_upstream_gets_no_tag_where_the_client_holds_no_content_tag() -> None:
+    assert upstream_content_tags(None, VERSION, ("fast_info",), NOW) == {}
+    assert upstream_content_tags("garbage", VERSION, ("fast_info",), NOW) == {}
+    of_another_version = encode_tag(OTHER_VERSION, "v17", NOW - 1000)
+    assert upstream_content_tags(of_another_version, VERSION, ("fast_info",), NOW) == {}
+    issued_degraded = encode_tag(VERSION, None, NOW - 1000, degraded=True)
+    assert upstream_content_tags(issued_degraded, VERSION, ("fast_info",), NOW) == {}
+    unknown_content = encode_tag(VERSION, None, NOW - 1000)
+    assert upstream_content_tags(unknown_content, VERSION, ("fast_info",), NOW) == {}
+
+
+def test_an_order_source_gets_the_content_tag_of_each_part_the_client_holds_one_for() -> None:
+    client_tags = {
+        "fast_info": encode_tag(VERSION, "v17", NOW - 1000),
+        "chat": encode_tag(VERSION, "b19a-xyz", NOW - 1000),
+        "slow": encode_tag(VERSION, None, NOW - 1000, degraded=True),
+        "static": "not a tag",
+    }
+    assert known_content_tags(client_tags, VERSION, NOW) == {
+        "fast_info": "v17",
+        "chat": "b19a-xyz",
+    }
