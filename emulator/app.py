@@ -56,6 +56,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     router.add_post("/3.0/taxiontheway", handlers.taxiontheway)
     router.add_post("/{service}/v1/orders/details", handlers.order_details)
     router.add_post("/taxiroute/v1/route", handlers.taxiroute)
+    router.add_post("/parts/{part_type}", handlers.generic_part)
     router.add_post("/emulator/v1/orders", handlers.create_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/advance", handlers.advance_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/change", handlers.change_order)

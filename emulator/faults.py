@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -14,6 +15,14 @@ TARGETS = frozenset(
     {f"source:{service}" for service in SERVICES}
     | {"totw", "eats_details", "grocery_details", "taxiroute"}
 )
+# the generic part upstreams (/parts/<part_type>): a target of its own each, so one part's
+# upstream can be slowed or broken alone
+PART_TARGET_PREFIX = "part:"
+_PART_TARGET = re.compile(r"^part:[a-z][a-z0-9_]{0,63}$")
+
+
+def known_target(target: str) -> bool:
+    return target in TARGETS or _PART_TARGET.match(target) is not None
 
 
 class FaultMode(StrEnum):

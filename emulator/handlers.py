@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -8,7 +9,7 @@ from aiohttp import web
 
 from emulator import wire as ew
 from emulator.documents import LIFECYCLES, ORDER_LIMITS, change_capabilities
-from emulator.faults import TARGETS, Fault
+from emulator.faults import PART_TARGET_PREFIX, TARGETS, Fault, known_target
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
 from emulator.world import (
     DataChange,
@@ -21,11 +22,12 @@ from emulator.world import (
 from shared import wire
 from shared.errors import BadRequest, Conflict, NotFound
 from shared.protocol.allowed_changes import SourceAllowance
-from shared.upstream_wire import RouteRequest, SourceOrder, SourceResponse
+from shared.upstream_wire import RouteRequest, SourceOrder, SourceRequest, SourceResponse
 from shared.web import json_response, read_json
 
 _order_request = msgspec.json.Decoder(ew.OrderRequest)
 _route_request = msgspec.json.Decoder(RouteRequest)
+_source_request = msgspec.json.Decoder(SourceRequest)
 _create = msgspec.json.Decoder(ew.CreateOrder)
 _change = msgspec.json.Decoder(ew.ChangeFields)
 _fault = msgspec.json.Decoder(ew.FaultRequest)
@@ -80,7 +82,8 @@ def _find(request: web.Request, service: str, orderid: str, user_id: str) -> Ord
 async def order_source(request: web.Request) -> web.Response:
     service = _service(request)
     target = f"source:{service}"
-    await _upstream_call(request, target)
+    # the client's known orders with their content tags: recorded, and checked
+    wire.decode(_source_request, await _upstream_call(request, target))
     user_id = _user_id(request)
     active = request.app[WORLD].active(user_id, service)
     if len(active) < ORDER_LIMITS[service]:
@@ -113,6 +116,21 @@ async def order_details(request: web.Request) -> web.Response:
     target = f"{service}_details"
     body = wire.decode(_order_request, await _upstream_call(request, target))
     order = _find(request, service, body.orderid, _user_id(request))
+    return await _respond(request, target, {"orderid": order.orderid, **order.doc})
+
+
+async def generic_part(request: web.Request) -> web.Response:
+    """Any part type's upstream (`/parts/<part_type>`), for parts configured with one of their
+    own: the order's whole document, of whichever service the user's order is (the BFF cuts
+    the part's fields). Its fault target is `part:<part_type>`."""
+    part_type = request.match_info["part_type"]
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", part_type):
+        raise NotFound(f"no part type {part_type!r}")
+    target = PART_TARGET_PREFIX + part_type
+    body = wire.decode(_order_request, await _upstream_call(request, target))
+    order = request.app[WORLD].find(body.orderid, _user_id(request))
+    if order is None:
+        raise NotFound(f"no order {body.orderid!r}", code="order_not_found")
     return await _respond(request, target, {"orderid": order.orderid, **order.doc})
 
 
@@ -260,8 +278,10 @@ async def _user_change(
 
 async def set_fault(request: web.Request) -> web.Response:
     body = await read_json(request, _fault)
-    if body.target not in TARGETS:
-        raise BadRequest(f"unknown target {body.target!r}; one of {sorted(TARGETS)}")
+    if not known_target(body.target):
+        raise BadRequest(
+            f"unknown target {body.target!r}; one of {sorted(TARGETS)} or part:<part_type>"
+        )
     request.app[FAULTS].set(body.target, Fault(body.mode, body.delay_ms))
     return json_response({"faults": request.app[FAULTS].snapshot()})
 

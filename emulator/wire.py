@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import msgspec
 
 from emulator.faults import FaultMode
-from shared.wire import OrderId, ServiceName
+from shared.wire import ContentTag, OrderId, PartName, ServiceName
 
 UserId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 # the largest integer every JSON parser holds exactly (JavaScript's Number.MAX_SAFE_INTEGER)
@@ -20,7 +20,7 @@ class OrderRequest(msgspec.Struct):
     the content tags the client holds for the parts this call serves (recorded in stats)."""
 
     orderid: OrderId
-    tags: dict[str, str] = {}
+    tags: dict[PartName, ContentTag] = {}
 
 
 class CreateOrder(msgspec.Struct, forbid_unknown_fields=True):

@@ -168,6 +168,13 @@ class World:
             raise UnknownOrder(f"no {service} order {orderid!r}")
         return order
 
+    def find(self, orderid: str, user_id: str) -> Order | None:
+        """The user's order of that id, of any service (another user's is not found)."""
+        for order in self.by_user.get(user_id, ()):
+            if order.orderid == orderid:
+                return order
+        return None
+
     def active(self, user_id: str, service: str) -> list[Order]:
         return [
             order

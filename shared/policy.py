@@ -55,10 +55,22 @@ class PartRule(BaseModel):
     priority: int = Field(ge=0)
     required: bool = False
     static: bool = False
+    # the upstream the server fetches the part from, when not its part type's: the server's
+    # own routing, so clients never see it and it is no part of the policy version
+    upstream: Name | None = None
 
     @property
     def tag_defined(self) -> bool:
         return self.polling_type is PollingType.TAG_DEFINED
+
+    @property
+    def upstream_name(self) -> str:
+        """Which upstream serves the part: its own, or its part type's."""
+        return self.upstream or self.part_type
+
+
+# what of a rule only the server uses: never handed out, never in the version
+SERVER_ONLY = {"upstream"}
 
 
 def _check_rules(rules: tuple[PartRule, ...]) -> None:
@@ -80,7 +92,10 @@ def _check_rules(rules: tuple[PartRule, ...]) -> None:
 def rules_version(rules: tuple[PartRule, ...]) -> str:
     """A short, URL-safe hash of a service's rules, independent of their order in the file."""
     canonical = json.dumps(
-        sorted((rule.model_dump(mode="json") for rule in rules), key=lambda r: r["part_name"]),
+        sorted(
+            (rule.model_dump(mode="json", exclude=SERVER_ONLY) for rule in rules),
+            key=lambda r: r["part_name"],
+        ),
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -212,7 +227,12 @@ class PollingPolicy(BaseModel):
             service: [
                 msgspec.Raw(
                     msgspec.json.encode(
-                        {"service": service, **rule.model_dump(mode="json", exclude_defaults=True)}
+                        {
+                            "service": service,
+                            **rule.model_dump(
+                                mode="json", exclude_defaults=True, exclude=SERVER_ONLY
+                            ),
+                        }
                     )
                 )
                 for rule in policy.rules_by_priority

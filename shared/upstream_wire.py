@@ -8,15 +8,15 @@ from typing import Annotated, Any
 import msgspec
 
 from shared.protocol.allowed_changes import ChangeCapability, SourceAllowance
-from shared.wire import ClientTagText, OrderId
+from shared.wire import ClientTagText, ContentTag, OrderId, PartName
 
 
 class SourceKnownOrder(msgspec.Struct):
     """An order the client knows, as its source is told of it: the content tags the client
     holds for its parts (for taxi, the order_proc version), never the server's tags."""
 
-    orderid: str
-    tags: dict[str, str] = {}
+    orderid: OrderId
+    tags: dict[PartName, ContentTag] = {}
 
 
 class SourceRequest(msgspec.Struct):

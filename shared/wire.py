@@ -19,7 +19,8 @@ ServiceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 OrderId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 PartName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 # short and URL-safe, so a client tag (policy version + content + time) stays within 128 chars
-ContentTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:~-]{1,64}$")]
+CONTENT_TAG_PATTERN = r"^[A-Za-z0-9._:~-]{1,64}$"
+ContentTag = Annotated[str, msgspec.Meta(pattern=CONTENT_TAG_PATTERN)]
 # a client tag as the server accepts it back (it issues at most 128 chars)
 ClientTagText = Annotated[str, msgspec.Meta(max_length=256)]
 # free-form JSON (echo fields, a part request's other fields) nests at most this deep

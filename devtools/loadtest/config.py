@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")
+# the taxi `slow` part's own upstream: every legacy totw call asked it once (totw builds its
+# document from it), so its bound is the legacy totw calls, window by window
+PERFORMER_TARGET = "part:orderperformerinfo"
 # the window in which the bound must hold at every moment
 PEAK_WINDOW_S = 5
 # changes this close to a phase's end may not be seen before it: left out of freshness
@@ -59,6 +62,10 @@ class PhaseResult:
     polls_per_client_minute: float = 0.0
     # the most heavy calls per order-minute in any 5-s window of the phase
     peak_heavy_calls_per_order_minute: float = 0.0
+    # totw calls per order-minute, and the most performer-info calls per order-minute in any
+    # 5-s window: that upstream's load against what legacy totw polling gave it
+    totw_calls_per_order_minute: float = 0.0
+    peak_performer_calls_per_order_minute: float = 0.0
     server_errors: int = 0
     fault: str | None = None
     # seconds from the fault's end to the first second orders_state saw no failure

@@ -35,14 +35,17 @@ class SimulatedClient(Protocol):
     def order_created(self, service: str, orderid: str, status: str) -> None: ...
 
 
-def peak_window_rate(timeline: list[dict[str, float]], window_s: int = PEAK_WINDOW_S) -> float:
-    """The most heavy calls per order-minute in any `window_s` consecutive seconds."""
+def peak_window_rate(
+    timeline: list[dict[str, float]], window_s: int = PEAK_WINDOW_S, calls: str = "heavy_calls"
+) -> float:
+    """The most `calls` (heavy ones by default) per order-minute in any `window_s`
+    consecutive seconds."""
     peak = 0.0
     for start in range(max(1, len(timeline) - window_s + 1)):
         window = timeline[start : start + window_s]
         order_seconds = sum(point["active_orders"] for point in window)
         if order_seconds:
-            peak = max(peak, sum(point["heavy_calls"] for point in window) / order_seconds * 60)
+            peak = max(peak, sum(point.get(calls, 0) for point in window) / order_seconds * 60)
     return round(peak, 3)
 
 

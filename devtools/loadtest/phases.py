@@ -18,6 +18,7 @@ from client.transport import ClientStats
 from devtools.loadtest.config import (
     FRESHNESS_CUTOFF_S,
     HEAVY_TARGETS,
+    PERFORMER_TARGET,
     WAIT_MS,
     LoadtestConfig,
     PhaseResult,
@@ -143,8 +144,16 @@ async def run_phase(
                 stats["calls"].get(t, 0) - previous["calls"].get(t, 0) for t in HEAVY_TARGETS
             )
             active_order_seconds += stats["active_orders"]
+            performer = stats["calls"].get(PERFORMER_TARGET, 0) - previous["calls"].get(
+                PERFORMER_TARGET, 0
+            )
             timeline.append(
-                {"t": second + 1, "heavy_calls": heavy, "active_orders": stats["active_orders"]}
+                {
+                    "t": second + 1,
+                    "heavy_calls": heavy,
+                    "performer_calls": performer,
+                    "active_orders": stats["active_orders"],
+                }
             )
             previous = stats
         ended = time.time()
@@ -161,6 +170,7 @@ async def run_phase(
     heavy_calls = sum(
         previous["calls"].get(t, 0) - stats0["calls"].get(t, 0) for t in HEAVY_TARGETS
     )
+    totw_calls = previous["calls"].get("totw", 0) - stats0["calls"].get("totw", 0)
     source_calls = sum(
         count - stats0["calls"].get(target, 0)
         for target, count in previous["calls"].items()
@@ -221,6 +231,8 @@ async def run_phase(
         timeline=timeline,
         freshness_points=points,
         peak_heavy_calls_per_order_minute=peak_window_rate(timeline),
+        totw_calls_per_order_minute=round(totw_calls / order_minutes, 3) if order_minutes else 0,
+        peak_performer_calls_per_order_minute=peak_window_rate(timeline, calls="performer_calls"),
         server_errors=sum(c.stats.server_errors for c in clients),
         fault=fault,
         recovery_s=recovery_s,

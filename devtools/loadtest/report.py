@@ -40,6 +40,10 @@ def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
             result[f"{name}_peak_5s"] = _ratio(
                 phase.peak_heavy_calls_per_order_minute, legacy.heavy_calls_per_order_minute
             )
+            # the slow part's own upstream: legacy asked it once per totw call
+            result[f"{name}_performer_peak_5s"] = _ratio(
+                phase.peak_performer_calls_per_order_minute, legacy.totw_calls_per_order_minute
+            )
     return result
 
 

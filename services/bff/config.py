@@ -15,7 +15,7 @@ from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
 from shared.protocol.retry_budget import RetryBudget
 
-# where each upstream lives on the emulator; any of them can be pointed elsewhere
+# where each named upstream lives on the emulator; any of them can be pointed elsewhere
 EMULATOR_PATHS = {
     "taxi_order_source_url": "/sources/taxi/v1/orders/active",
     "eats_order_source_url": "/sources/eats/v1/orders/active",
@@ -25,8 +25,10 @@ EMULATOR_PATHS = {
     "grocery_details_url": "/grocery/v1/orders/details",
     "taxiroute_url": "/taxiroute/v1/route",
 }
-# The one table of part types the server serves: part_type → the upstream setting that
-# proxies it. The legacy /3.0/taxiontheway pass-through goes to the totw part type's upstream.
+# The part types with an upstream setting of their own name: part_type → the setting. Any
+# other upstream a part names (its `upstream`, or an unlisted part type) is
+# PART_UPSTREAM_URLS[name] (and the emulator's generic /parts/<name> without it). The legacy
+# /3.0/taxiontheway pass-through goes to the totw part type's upstream.
 PART_TYPE_UPSTREAMS = {
     "totw": "totw_url",
     "eats_full": "eats_details_url",
@@ -37,8 +39,19 @@ LEGACY_PART_TYPE = "totw"
 
 
 class UpstreamSettings(BaseSettings):
-    """One URL variable per upstream (TOTW_URL, TAXI_ORDER_SOURCE_URL, ...); those not set
-    point at the emulator (EMULATOR_URL)."""
+    """Where every upstream is; those not set point at the emulator (EMULATOR_URL).
+
+    - The first services' and part types' have a variable each (TOTW_URL,
+      TAXI_ORDER_SOURCE_URL, ...).
+    - Any service's order source: ORDER_SOURCE_URLS, a JSON object service → URL; without
+      one, the emulator's /sources/<service>/v1/orders/active.
+    - Any other part upstream (a part's own `upstream` in the policy, or a new part type):
+      PART_UPSTREAM_URLS, a JSON object name → URL; without one, the emulator's
+      /parts/<name>, which serves any of them generically.
+
+    So a new service, or a part with an upstream of its own, is configuration: the policy
+    file names it, these name where it lives.
+    """
 
     model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
@@ -50,6 +63,8 @@ class UpstreamSettings(BaseSettings):
     eats_details_url: str = ""
     grocery_details_url: str = ""
     taxiroute_url: str = ""
+    order_source_urls: dict[str, str] = {}
+    part_upstream_urls: dict[str, str] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -62,13 +77,22 @@ class UpstreamSettings(BaseSettings):
             **{name: value for name, value in values.items() if value},
         }
 
-    def order_source_url(self, service: str) -> str | None:
-        url: str | None = getattr(self, f"{service}_order_source_url", None)
-        return url
+    def order_source_url(self, service: str) -> str:
+        named = f"{service}_order_source_url"
+        if named in EMULATOR_PATHS:
+            url: str = getattr(self, named)
+            return url
+        return self.order_source_urls.get(
+            service, f"{self.emulator_url.rstrip('/')}/sources/{service}/v1/orders/active"
+        )
 
-    def part_upstream_url(self, part_type: str) -> str | None:
-        name = PART_TYPE_UPSTREAMS.get(part_type)
-        return getattr(self, name) if name else None
+    def part_upstream_url(self, name: str) -> str:
+        """The URL of a part upstream: a part type's, or one a part names as its own."""
+        named = PART_TYPE_UPSTREAMS.get(name)
+        if named is not None:
+            url: str = getattr(self, named)
+            return url
+        return self.part_upstream_urls.get(name, f"{self.emulator_url.rstrip('/')}/parts/{name}")
 
 
 class ProtocolSettings(BaseSettings):

@@ -34,7 +34,7 @@ class FetchKey:
     choice within a memo's few seconds: varying it must not buy an upstream call more, or a
     client could make the part upstreams' load whatever it likes."""
 
-    part_type: str
+    upstream: str
     service: str
     orderid: str
     user_id: str
@@ -142,7 +142,7 @@ class PartService:
         headers: Mapping[str, str],
     ) -> FetchKey:
         return FetchKey(
-            endpoint.rule.part_type, endpoint.service, orderid, headers.get(USER_HEADER, "")
+            endpoint.rule.upstream_name, endpoint.service, orderid, headers.get(USER_HEADER, "")
         )
 
     async def fetch_parts(
@@ -209,8 +209,8 @@ class PartService:
         other_fields: Mapping[str, Any],
         headers: dict[str, str],
     ) -> None:
-        upstream = self.upstreams[endpoint.rule.part_type]
         try:
+            upstream = self.upstreams[endpoint.rule.upstream_name]
             # first the content tags (one batch read for the request), and only then the data
             keys = [OrderKey(endpoint.service, one.order.orderid) for one in started]
             stored = await self.tag_cache.get(keys)
@@ -267,5 +267,5 @@ class PartService:
             orderid = route_orderid(None, active)
         body = {name: value for name, value in body.items() if value is not None}
         body["orderid"] = orderid
-        fetched = await self.upstreams[endpoint.rule.part_type].fetch(body, headers)
+        fetched = await self.upstreams[endpoint.rule.upstream_name].fetch(body, headers)
         return self._part(endpoint, orderid, fetched, None, int(time.time() * 1000))

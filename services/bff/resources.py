@@ -33,7 +33,6 @@ from services.bff.ports import OrderSource, TagStore
 from services.bff.tag_cache import TagCache
 from services.bff.tag_reads import JoinedTagReads
 from services.bff.upstreams import OrderSourceClient, PartUpstreamClient
-from shared.errors import StartupError
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
@@ -47,24 +46,14 @@ LIMITS = web.AppKey("limits", Limits)
 
 
 def load_bff_policy(settings: BffSettings) -> PollingPolicy:
-    policy = load_policy(settings.protocol.policy_path)
-    for service in policy.services:
-        if settings.upstreams.order_source_url(service) is None:
-            raise StartupError(f"service {service!r} of the policy has no order source URL")
-    return policy
+    return load_policy(settings.protocol.policy_path)
 
 
 def part_upstream_urls(settings: BffSettings, policy: PollingPolicy) -> dict[str, str]:
-    """The upstream of every part type the policy uses (and totw, for the legacy endpoint);
-    a part type with none stops start-up."""
-    part_types = {endpoint.rule.part_type for endpoint in policy.endpoints} | {LEGACY_PART_TYPE}
-    urls = {}
-    for part_type in sorted(part_types):
-        url = settings.upstreams.part_upstream_url(part_type)
-        if url is None:
-            raise StartupError(f"part_type {part_type!r} has no upstream")
-        urls[part_type] = url
-    return urls
+    """Every upstream the policy's parts name, by its own or their part type's name (and
+    totw, for the legacy endpoint) → its URL."""
+    names = {endpoint.rule.upstream_name for endpoint in policy.endpoints} | {LEGACY_PART_TYPE}
+    return {name: settings.upstreams.part_upstream_url(name) for name in sorted(names)}
 
 
 TAG_CACHE = web.AppKey("tag_cache", TagCache)
@@ -109,7 +98,7 @@ def sources_ctx(settings: BffSettings) -> CleanupContext:
         clients = {
             service: OrderSourceClient(
                 service,
-                settings.upstreams.order_source_url(service) or "",
+                settings.upstreams.order_source_url(service),
                 deadline_s=protocol.source_deadline_s,
                 session=session,
                 protection=protocol.protection(
@@ -201,14 +190,14 @@ def parts_ctx(settings: BffSettings) -> CleanupContext:
         policy = app[POLICY]
         session = needs(app, HTTP_SESSION, "the part upstreams")
         upstreams = {
-            part_type: PartUpstreamClient(
+            upstream: PartUpstreamClient(
                 url,
                 timeout_s=protocol.part_timeout_s,
                 deadline_s=protocol.part_deadline_s,
                 session=session,
-                protection=protocol.protection(app[BFF_METRICS].upstream_event(part_type)),
+                protection=protocol.protection(app[BFF_METRICS].upstream_event(upstream)),
             )
-            for part_type, url in part_upstream_urls(settings, policy).items()
+            for upstream, url in part_upstream_urls(settings, policy).items()
         }
         app[TOTW] = upstreams[LEGACY_PART_TYPE]
         app[PARTS] = PartService(
@@ -234,10 +223,9 @@ def parts_ctx(settings: BffSettings) -> CleanupContext:
 
 
 def setup_bff(app: web.Application, settings: BffSettings) -> None:
-    """Load and check the policy and the part upstreams now (a bad one stops start-up);
-    open the clients on startup, in the order they need each other."""
+    """Load and check the policy now (a bad one stops start-up); open the clients on
+    startup, in the order they need each other."""
     policy = load_bff_policy(settings)
-    part_upstream_urls(settings, policy)
     protocol = settings.protocol
     app[POLICY] = policy
     app[BFF_METRICS] = BffMetrics(app[METRICS].registry)

@@ -19,6 +19,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shared.wire import CONTENT_TAG_PATTERN
+
 MAX_ISSUED_TAG_LENGTH = 128
 MAX_ACCEPTED_TAG_LENGTH = 256
 # a tag issued further in the future than this is forged or from a broken clock
@@ -27,6 +29,7 @@ MAX_CLOCK_SKEW_MS = 60_000
 _POLICY_VERSION = re.compile(r"^[0-9a-f]{4,16}$")
 _ISSUED = re.compile(r"^[0-9a-z]{1,12}$")
 DEGRADED_MARK = "~"
+_CONTENT_TAG = re.compile(CONTENT_TAG_PATTERN)
 
 
 CREATED_PREFIX = "n"
@@ -123,11 +126,14 @@ def upstream_content_tags(
     such as order_proc's version works on it.
 
     Empty when the client holds no content tag the upstream could know: no tag, an invalid
-    one, one issued while the tag cache was down, or one of a deprecated part made of several
-    current parts (its content is a digest of theirs, known to no upstream)."""
+    one, one issued while the tag cache was down, one whose content order_tags could never
+    have stored (made up), or one of a deprecated part made of several current parts (its
+    content is a digest of theirs, known to no upstream)."""
     decoded = valid_tag(client_tag, policy_version, now_ms)
     if decoded is None or decoded.content is None or len(sources) != 1:
         return {}
+    if not _CONTENT_TAG.match(decoded.content):
+        return {}  # a made-up tag: order_tags never stored such a content
     return {sources[0]: decoded.content}
 
 

@@ -53,6 +53,11 @@ async def test_no_moment_of_any_fault_loads_the_upstreams_above_legacy_polling(
             legacy_rate,
             phase["timeline"],
         )
+        # the slow part's own upstream, against the legacy totw calls (each asked it once)
+        assert (
+            phase["peak_performer_calls_per_order_minute"]
+            <= phases["legacy"]["totw_calls_per_order_minute"]
+        ), (name, phase["peak_performer_calls_per_order_minute"], phase["timeline"])
         assert phase["recovery_s"] is not None and phase["recovery_s"] <= RECOVERY_BOUND_S, (
             name,
             phase["recovery_s"],

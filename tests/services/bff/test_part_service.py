@@ -27,11 +27,14 @@ def service(
     *,
     coalesce: bool = True,
     remember_recent: bool = True,
+    performer: GatedUpstream | None = None,
 ) -> PartService:
+    # the slow part's own upstream (orderperformerinfo), the rest's totw
+    upstreams = {"totw": upstream, "orderperformerinfo": performer or GatedUpstream([])}
     return PartService(
         POLICY,
         tag_cache(tags),
-        {"totw": upstream},  # type: ignore[dict-item]
+        upstreams,  # type: ignore[arg-type]
         metrics(),
         {},  # no route requests here: no order source
         coalesce=coalesce,
@@ -94,22 +97,25 @@ async def test_with_coalescing_off_every_request_makes_its_own_call():
     assert len(upstream.bodies) == 2
 
 
-async def test_with_the_cache_down_an_order_costs_one_upstream_call_however_its_parts_are_fetched():
+async def test_with_the_cache_down_an_order_costs_each_upstream_one_call_however_fetched():
     log: list[str] = []
-    tags, upstream = FakeOrderTags(), GatedUpstream(log)
+    tags, upstream, performer = FakeOrderTags(), GatedUpstream(log), GatedUpstream([])
     tags.down = True
     upstream.release.set()
-    parts = service(tags, upstream)
+    performer.release.set()
+    parts = service(tags, upstream, performer=performer)
     # one part after another, as a client that fetches one request at a time
     answers = [
         (await parts.fetch_parts(ENDPOINTS[name], ORDER, {}, user("u")))[0]
         for name in ("fast_info", "rarely_changed", "chat", "slow")
     ]
-    assert len(upstream.bodies) == 1
+    assert len(upstream.bodies) == 1  # totw, for fast_info, rarely_changed and chat
+    assert len(performer.bodies) == 1  # the slow part's own upstream
     issued = [decode_tag(answer["tag"]) for answer in answers]
     # each tag says it was issued while the cache was down, at the one fetch's moment
     assert all(tag is not None and tag.degraded and tag.content is None for tag in issued)
-    assert len({tag.issued_ms for tag in issued if tag is not None}) == 1
+    # the three totw parts were issued at that one fetch's moment
+    assert len({tag.issued_ms for tag in issued[:3] if tag is not None}) == 1
     # another user's request for the same order id is never answered from it
     await parts.fetch_parts(ENDPOINTS["fast_info"], ORDER, {}, user("someone-else"))
     assert len(upstream.bodies) == 2

@@ -450,3 +450,27 @@ async def test_a_forwarded_header_with_bytes_past_ascii_is_refused_never_altered
         # the response's request id is one the server made, not the refused one
         assert b"\xff" not in answer_headers[b"x-request-id"]
     assert await calls(emulator, "totw") == before
+
+
+async def test_a_late_slow_part_upstream_holds_neither_fast_info_nor_the_poll(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    """docs/protocol.md: each part's upstream is configuration; `slow` (orderperformerinfo)
+    has its own, so a late one holds no other part and no poll."""
+    orderid = await create_order_id(emulator, unique)
+    one_order = {"orders": [{"orderid": orderid}]}
+    await set_fault(emulator, "part:orderperformerinfo", "slow", 3000)
+    try:
+        slow = asyncio.create_task(fetch(orders_state, unique, "/mlutp/v1/taxi/slow", one_order))
+        [fast_part] = (await fetch(orders_state, unique, FAST, one_order))["orders"]
+        _, state, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+        assert not slow.done()  # both answered while the slow part's upstream still holds
+        [slow_part] = (await slow)["orders"]
+    finally:
+        await set_fault(emulator, "part:orderperformerinfo", "ok")
+    assert "error" not in fast_part and fast_part["status"] == "searching"
+    assert [o["update_status"] for o in state["orders"]] == ["actual"]
+    assert slow_part["error"] == {"update_status": "stale"}  # past its upstream's timeout
+    # the slow part's own upstream, not totw's (which served fast_info alone)
+    served = await stats(emulator)
+    assert orderid in [c["body"]["orderid"] for c in served["recent"]["part:orderperformerinfo"]]

@@ -102,6 +102,8 @@ def test_an_upstream_gets_no_tag_where_the_client_holds_no_content_tag() -> None
     assert upstream_content_tags(issued_degraded, VERSION, ("fast_info",), NOW) == {}
     unknown_content = encode_tag(VERSION, None, NOW - 1000)
     assert upstream_content_tags(unknown_content, VERSION, ("fast_info",), NOW) == {}
+    made_up = encode_tag(VERSION, "no such content\n", NOW - 1000)
+    assert upstream_content_tags(made_up, VERSION, ("fast_info",), NOW) == {}
 
 
 def test_an_order_source_gets_the_content_tag_of_each_part_the_client_holds_one_for() -> None:
