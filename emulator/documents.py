@@ -19,6 +19,17 @@ LIFECYCLES: dict[str, tuple[str, ...]] = {
 SERVICES = tuple(LIFECYCLES)
 # per service: the most active orders a user may have before `can_make_more_orders` is false
 ORDER_LIMITS = {"taxi": 3, "eats": 2, "grocery": 2}
+# a service of the policy file that is none of the above (one added by configuration alone) is
+# served as a generic place service: grocery's lifecycle, rules and documents
+GENERIC_SERVICE = "grocery"
+
+
+def lifecycle(service: str) -> tuple[str, ...]:
+    return LIFECYCLES.get(service, LIFECYCLES[GENERIC_SERVICE])
+
+
+def order_limit(service: str) -> int:
+    return ORDER_LIMITS.get(service, ORDER_LIMITS[GENERIC_SERVICE])
 
 # fields of totw that no part of the policy carries: only old clients read them
 TOTW_UNPARTED_FIELDS = (
@@ -76,7 +87,9 @@ def change_capabilities(service: str, status: str) -> dict[str, ChangeCapability
     """What the user may change in an order of this status, as its source says."""
     return {
         kind: ChangeCapability(True) if status in allowed else ChangeCapability(False, reason)
-        for kind, (allowed, reason) in CHANGE_RULES[service].items()
+        for kind, (allowed, reason) in CHANGE_RULES.get(
+            service, CHANGE_RULES[GENERIC_SERVICE]
+        ).items()
     }
 
 

@@ -15,10 +15,10 @@ TARGETS = frozenset(
     {f"source:{service}" for service in SERVICES}
     | {"totw", "eats_details", "grocery_details", "taxiroute"}
 )
-# the generic part upstreams (/parts/<part_type>): a target of its own each, so one part's
-# upstream can be slowed or broken alone
+# the generic part upstreams (/parts/<name>): a target of its own each, so one part's
+# upstream can be slowed or broken alone; and any service's source, the generic ones included
 PART_TARGET_PREFIX = "part:"
-_PART_TARGET = re.compile(r"^part:[a-z][a-z0-9_]{0,63}$")
+_PART_TARGET = re.compile(r"^(part:[a-z][a-z0-9_]{0,63}|source:[a-z][a-z0-9_]{0,31})$")
 
 
 def known_target(target: str) -> bool:

@@ -8,7 +8,7 @@ import msgspec
 from aiohttp import web
 
 from emulator import wire as ew
-from emulator.documents import LIFECYCLES, ORDER_LIMITS, change_capabilities
+from emulator.documents import LIFECYCLES, change_capabilities, order_limit
 from emulator.faults import PART_TARGET_PREFIX, TARGETS, Fault, known_target
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
 from emulator.world import (
@@ -43,9 +43,14 @@ def _user_id(request: web.Request) -> str:
     return wire.checked_user_id(request.headers.get("X-Yandex-UID"))
 
 
+def _served(request: web.Request, service: str) -> bool:
+    """The first three services, and any other the policy file names (served generically)."""
+    return service in LIFECYCLES or service in request.app[FEATURES].policy.services
+
+
 def _service(request: web.Request) -> str:
     service = request.match_info["service"]
-    if service not in LIFECYCLES:
+    if not _served(request, service):
         raise NotFound(f"no service {service!r}")
     return service
 
@@ -86,7 +91,7 @@ async def order_source(request: web.Request) -> web.Response:
     wire.decode(_source_request, await _upstream_call(request, target))
     user_id = _user_id(request)
     active = request.app[WORLD].active(user_id, service)
-    if len(active) < ORDER_LIMITS[service]:
+    if len(active) < order_limit(service):
         allowed = SourceAllowance(can_make_more_orders=True)
     else:
         allowed = SourceAllowance(False, "active_orders_limit")
@@ -147,7 +152,7 @@ async def taxiroute(request: web.Request) -> web.Response:
 
 async def create_order(request: web.Request) -> web.Response:
     body = await read_json(request, _create)
-    if body.service not in LIFECYCLES:
+    if not _served(request, body.service):
         raise BadRequest(f"unknown service {body.service!r}", code="unknown_service")
     try:
         order = await request.app[FEATURES].create_order(body.user_id, body.service, body.status)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from emulator import documents
-from emulator.documents import LIFECYCLES
+from emulator.documents import lifecycle
 
 
 def iso_now() -> str:
@@ -109,7 +109,7 @@ class Order:
         rated."""
         if self.cancelled:
             return True
-        return self.status == LIFECYCLES[self.service][-1] and not self.awaiting_rating
+        return self.status == lifecycle(self.service)[-1] and not self.awaiting_rating
 
     def brief(self) -> dict[str, Any]:
         if self.service == "taxi":
@@ -133,16 +133,16 @@ class World:
     def create(
         self, user_id: str, service: str, status: str | None = None
     ) -> tuple[Order, DataChange]:
-        lifecycle = LIFECYCLES[service]
-        if status is not None and status not in lifecycle:
-            raise InvalidChange(f"{service} has no status {status!r}; one of {lifecycle}")
+        statuses = lifecycle(service)
+        if status is not None and status not in statuses:
+            raise InvalidChange(f"{service} has no status {status!r}; one of {statuses}")
         orderid = uuid.uuid4().hex
         now = iso_now()
         if service == "taxi":
             doc = documents.new_taxi_document(orderid, now)
         else:
             doc = documents.new_place_document(service, orderid, now)
-        order = Order(service, orderid, user_id, now, lifecycle[0], _without_none(doc))
+        order = Order(service, orderid, user_id, now, statuses[0], _without_none(doc))
         self.orders[(service, orderid)] = order
         self.by_user.setdefault(user_id, []).append(order)
         while status is not None and order.status != status:
@@ -187,11 +187,11 @@ class World:
 
     def advance(self, service: str, orderid: str) -> DataChange:
         order = self.get(service, orderid)
-        if order.status == LIFECYCLES[service][-1]:
+        if order.status == lifecycle(service)[-1]:
             raise InvalidChange(f"order {orderid!r} is already {order.status}")
         change = self._change(order, self._status_fields(order, self._next_status(order)))
         # a finished trip awaits its rating, and the user sees it until then
-        order.awaiting_rating = service == "taxi" and order.status == LIFECYCLES[service][-1]
+        order.awaiting_rating = service == "taxi" and order.status == lifecycle(service)[-1]
         return change
 
     def rate(self, service: str, orderid: str, user_id: str, rating: int) -> DataChange:
@@ -281,8 +281,8 @@ class World:
         return documents.route_document(order.doc, position, iso_now())
 
     def _next_status(self, order: Order) -> str:
-        lifecycle = LIFECYCLES[order.service]
-        return lifecycle[lifecycle.index(order.status) + 1]
+        statuses = lifecycle(order.service)
+        return statuses[statuses.index(order.status) + 1]
 
     def _status_fields(self, order: Order, status: str) -> dict[str, Any]:
         now = iso_now()
