@@ -31,6 +31,7 @@ def lifecycle(service: str) -> tuple[str, ...]:
 def order_limit(service: str) -> int:
     return ORDER_LIMITS.get(service, ORDER_LIMITS[GENERIC_SERVICE])
 
+
 # fields of totw that no part of the policy carries: only old clients read them
 TOTW_UNPARTED_FIELDS = (
     "typed_experiments", "notifications", "alert", "private_data", "order_actions", "ads",

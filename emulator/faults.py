@@ -18,11 +18,11 @@ TARGETS = frozenset(
 # the generic part upstreams (/parts/<name>): a target of its own each, so one part's
 # upstream can be slowed or broken alone; and any service's source, the generic ones included
 PART_TARGET_PREFIX = "part:"
-_PART_TARGET = re.compile(r"^(part:[a-z][a-z0-9_]{0,63}|source:[a-z][a-z0-9_]{0,31})$")
+_GENERIC_TARGET = re.compile(r"^(part:[a-z][a-z0-9_]{0,63}|source:[a-z][a-z0-9_]{0,31})$")
 
 
 def known_target(target: str) -> bool:
-    return target in TARGETS or _PART_TARGET.match(target) is not None
+    return target in TARGETS or _GENERIC_TARGET.match(target) is not None
 
 
 class FaultMode(StrEnum):

@@ -125,9 +125,9 @@ async def order_details(request: web.Request) -> web.Response:
 
 
 async def generic_part(request: web.Request) -> web.Response:
-    """Any part type's upstream (`/parts/<part_type>`), for parts configured with one of their
-    own: the order's whole document, of whichever service the user's order is (the BFF cuts
-    the part's fields). Its fault target is `part:<part_type>`."""
+    """Any part upstream by name (`/parts/<name>`: a part's own `upstream` in the policy, or a
+    part type with no endpoint of its own here): the order's whole document, of whichever
+    service the user's order is (the BFF cuts the part's fields). Fault target `part:<name>`."""
     part_type = request.match_info["part_type"]
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", part_type):
         raise NotFound(f"no part type {part_type!r}")
@@ -285,7 +285,8 @@ async def set_fault(request: web.Request) -> web.Response:
     body = await read_json(request, _fault)
     if not known_target(body.target):
         raise BadRequest(
-            f"unknown target {body.target!r}; one of {sorted(TARGETS)} or part:<part_type>"
+            f"unknown target {body.target!r}; one of {sorted(TARGETS)}, part:<upstream> "
+            "or source:<service>"
         )
     request.app[FAULTS].set(body.target, Fault(body.mode, body.delay_ms))
     return json_response({"faults": request.app[FAULTS].snapshot()})

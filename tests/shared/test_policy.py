@@ -78,6 +78,21 @@ def test_changing_a_services_parts_changes_only_its_policy_version():
     assert after.version("grocery") == before.version("grocery")
 
 
+def test_a_parts_own_upstream_is_the_servers_routing_not_handed_out_nor_in_the_version():
+    policy = parse_policy(raw())
+    slow = next(r for r in policy.services["taxi"].rules if r.part_name == "slow")
+    assert (slow.part_type, slow.upstream_name) == ("totw", "orderperformerinfo")
+    handed_out = [json.loads(bytes(rule)) for rule in policy.launch_rules["taxi"]]
+    assert all("upstream" not in rule for rule in handed_out)
+    # moving a part to another upstream invalidates no client tag
+    data = raw()
+    for rule in data["services"]["taxi"]["rules"]:
+        rule.pop("upstream", None)
+    assert parse_policy(data).version("taxi") == policy.version("taxi")
+    data["services"]["taxi"]["rules"][0]["upstream"] = "elsewhere"
+    assert parse_policy(data).version("taxi") == policy.version("taxi")
+
+
 def test_the_version_does_not_depend_on_the_order_of_rules():
     data = raw()
     data["services"]["taxi"]["rules"].reverse()
