@@ -8,7 +8,7 @@ import msgspec
 
 from shared.protocol.allowed_changes import AllowedChange
 from shared.protocol.waiting import MAX_WAIT_MS
-from shared.wire import ClientTagText, OrderId, ServiceName
+from shared.wire import ClientTagText, OrderId, PartName, ServiceName
 
 ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Status = Annotated[str, msgspec.Meta(max_length=64)]
@@ -47,6 +47,9 @@ class LaunchRequest(msgspec.Struct):
     supported: Annotated[
         list[Annotated[str, msgspec.Meta(max_length=64)]], msgspec.Meta(max_length=32)
     ] = []
+    # part_type → the fields its part requests carry (position, format_currency, ...): the
+    # inline parts of extended order info are fetched with them
+    part_parameters: Annotated[dict[PartName, dict[str, Any]], msgspec.Meta(max_length=16)] = {}
 
 
 class StateResponse(msgspec.Struct):

@@ -5,14 +5,16 @@ before the data, the same deadlines and per-order errors), put inline in the ans
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from services.bff.known_orders import ParsedKnownOrder
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from shared.answer import AnsweredOrder
 from shared.policy import PollingPolicy
-from shared.protocol.extended_info import inline_parts, parts_to_inline
+from shared.protocol.extended_info import inline_parts, part_parameters, parts_to_inline
+from shared.wire import OrderKey
 
 
 async def with_required_parts(
@@ -20,7 +22,13 @@ async def with_required_parts(
     parts: PartService,
     policy: PollingPolicy,
     headers: dict[str, str],
+    *,
+    known: Sequence[ParsedKnownOrder] = (),
+    sent_parameters: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[AnsweredOrder]:
+    """Each order with the required parts it needs inline, fetched with the fields the app
+    sent for their part type (or the documented defaults), and with the app's tags of them,
+    so their upstreams get the content tags the app holds."""
     endpoints = {
         (endpoint.service, endpoint.rule.part_name): endpoint
         for endpoint in policy.endpoints
@@ -31,13 +39,21 @@ async def with_required_parts(
         for service, served in policy.services.items()
     }
     wanted = parts_to_inline(orders, required)
+    held = {k.key: k.order.tags for k in known}
+
+    def requested(service: str, part: str, orderid: str) -> RequestedOrder:
+        return RequestedOrder(orderid, held.get(OrderKey(service, orderid), {}).get(part))
+
     # every part of every order at once: the slowest one bounds the launch, not their sum
     results = await asyncio.gather(
         *(
             parts.fetch_parts(
-                endpoints[key], [RequestedOrder(orderid, None) for orderid in orderids], {}, headers
+                endpoints[(service, part)],
+                [requested(service, part, orderid) for orderid in orderids],
+                part_parameters(endpoints[(service, part)].rule.part_type, sent_parameters or {}),
+                headers,
             )
-            for key, orderids in wanted.items()
+            for (service, part), orderids in wanted.items()
         )
     )
     fetched: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}

@@ -8,6 +8,7 @@ from services.bff.requests import require_user, upstream_headers
 from services.bff.resources import ADMISSION, ENGINE, LIMITS, PARTS, POLICY
 from services.bff.wire import INTERVAL_HEADER, LaunchRequest, LaunchResponse, LaunchState
 from services.launch.extended import with_required_parts
+from shared import wire
 from shared.answer import encode_orders
 from shared.protocol.extended_info import EXTENDED_ORDER_INFO
 from shared.web import json_response, read_json
@@ -20,6 +21,8 @@ async def launch(request: web.Request) -> web.Response:
     # a shed poll is refused before its body is read: the cheapest 503 there is
     request.app[ADMISSION].check()
     body = await read_json(request, _launch_request)
+    for part_type, fields in body.part_parameters.items():
+        wire.check_depth(fields, f"part_parameters.{part_type}")
     # launch queries only the services the client supports, and gives their policy
     known, services = parse_poll(
         request.app[LIMITS], body.known_orders, body.supported_services, only_supported=True
@@ -29,7 +32,14 @@ async def launch(request: web.Request) -> web.Response:
         result = await request.app[ENGINE].look(known, services, headers)
     orders = result.orders
     if EXTENDED_ORDER_INFO in body.supported:
-        orders = await with_required_parts(orders, request.app[PARTS], request.app[POLICY], headers)
+        orders = await with_required_parts(
+            orders,
+            request.app[PARTS],
+            request.app[POLICY],
+            headers,
+            known=known,
+            sent_parameters=body.part_parameters,
+        )
     rules = request.app[ENGINE].policy_rules(services)
     state = LaunchState(
         encode_orders(orders), result.allowed_changes, rules, result.policy_versions

@@ -12,6 +12,24 @@ import msgspec
 from shared.answer import ActualOrder, AnsweredOrder
 
 EXTENDED_ORDER_INFO = "extended_order_info"
+# what a part request of a part type carries beside its orders when the launch request says
+# nothing for that type (docs/protocol.md: Extended order info): taxi prices formatted for
+# display, as the apps ask for them
+DEFAULT_PART_PARAMETERS: Mapping[str, Mapping[str, Any]] = {"totw": {"format_currency": True}}
+# names of a part request's own (the orders, and the content tags the server adds)
+RESERVED_PART_FIELDS = frozenset({"orders", "orderid", "tags"})
+
+
+def part_parameters(
+    part_type: str,
+    sent: Mapping[str, Mapping[str, Any]],
+    defaults: Mapping[str, Mapping[str, Any]] = DEFAULT_PART_PARAMETERS,
+) -> dict[str, Any]:
+    """The fields an inline part of this type is fetched with: what the launch request sent
+    for its part type (as the app would send them in the part request), else the documented
+    defaults; never the part request's own names."""
+    chosen = sent[part_type] if part_type in sent else defaults.get(part_type, {})
+    return {name: value for name, value in chosen.items() if name not in RESERVED_PART_FIELDS}
 
 
 def parts_to_inline(

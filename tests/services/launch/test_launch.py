@@ -182,3 +182,41 @@ async def test_without_extended_order_info_nothing_comes_inline(
     _, body, _ = await poll(launch, unique, {"supported_services": ["taxi"]}, "/4.0/launch")
     [order] = body["mlutp_orders_state"]["orders"]
     assert "parts" not in order and "fast_info" in order["need_request"]
+
+
+async def test_inline_parts_are_fetched_with_the_apps_part_parameters_or_the_defaults(
+    launch: TestClient, emulator: TestClient, unique: str
+):
+    request = {"supported_services": ["taxi"], "supported": ["extended_order_info"]}
+    sent = {"position": [37.6, 55.7], "format_currency": False, "orders": "not passed on"}
+    cases = (
+        (
+            f"{unique}-a",
+            {"part_parameters": {"totw": sent}},
+            {k: sent[k] for k in sent if k != "orders"},
+        ),
+        (f"{unique}-b", {}, {"format_currency": True}),  # the documented default for totw
+    )
+    for user, extra, expected in cases:
+        taxi_id = await create_order_id(emulator, user, "taxi", status="driving")
+        status, _, _ = await poll(launch, user, {**request, **extra}, "/4.0/launch")
+        assert status == 200
+        last = (await stats(emulator))["recent"]["totw"][-1]["body"]
+        assert last == {**expected, "orderid": taxi_id}
+
+
+async def test_part_parameters_that_are_not_an_object_per_part_type_are_a_400(
+    launch: TestClient, unique: str
+):
+    request = {"supported_services": ["taxi"], "supported": ["extended_order_info"]}
+    for bad in (
+        {"totw": [1]},
+        {"Not A Type": {}},
+        {"totw": {"a": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}},
+    ):
+        resp = await launch.post(
+            "/4.0/launch",
+            json={**request, "part_parameters": bad},
+            headers={"X-Yandex-UID": unique},
+        )
+        assert resp.status == 400, (bad, await resp.text())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.answer import ActualOrder, AnsweredOrder, StaleOrder
-from shared.protocol.extended_info import inline_parts, parts_to_inline
+from shared.protocol.extended_info import inline_parts, part_parameters, parts_to_inline
 
 REQUIRED = {"taxi": ["fast_info"], "eats": ["full_info"]}
 
@@ -44,3 +44,22 @@ def test_a_part_that_failed_is_left_out_and_stays_needed():
     )
     assert isinstance(inlined, ActualOrder)
     assert inlined.parts is None and inlined.need_request == ["fast_info", "chat"]
+
+
+# "inline parts are fetched with the fields the app's part requests of their part_type carry;
+# a part type the launch request leaves out gets the documented defaults"
+
+
+def test_inline_parts_are_fetched_with_the_fields_the_app_sent_for_their_part_type():
+    sent = {"totw": {"position": [37.6, 55.7], "format_currency": False}}
+    assert part_parameters("totw", sent) == {"position": [37.6, 55.7], "format_currency": False}
+
+
+def test_a_part_type_the_app_left_out_gets_the_documented_defaults():
+    assert part_parameters("totw", {}) == {"format_currency": True}
+    assert part_parameters("eats_full", {"totw": {"position": [1, 2]}}) == {}
+
+
+def test_the_part_requests_own_names_are_never_taken_from_the_app():
+    sent = {"totw": {"orders": [{"orderid": "x"}], "orderid": "x", "tags": {}, "supported": []}}
+    assert part_parameters("totw", sent) == {"supported": []}
