@@ -93,10 +93,16 @@ class Outcome:
         return broken
 
 
+def metrics_text(url: str) -> str:
+    """A service's /metrics, as text."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+        text: str = response.read().decode()
+    return text
+
+
 def own_queue_signs(port: int) -> dict[str, float]:
     """The metrics that move when the process's own queue times calls out or opens circuits."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
+    text = metrics_text(f"http://127.0.0.1:{port}")
     found = dict.fromkeys(OWN_QUEUE_SIGNS, 0.0)
     for line in text.splitlines():
         name, _, value = line.rpartition(" ")
@@ -105,11 +111,9 @@ def own_queue_signs(port: int) -> dict[str, float]:
     return found
 
 
-def answered_within(url: str, route: str, status: str, le: str) -> tuple[float, float]:
-    """From a service's own latency histogram: how many requests of `route` answered
-    `status` it finished within `le` seconds, and how many in all (counted from its start)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
-        text = response.read().decode()
+def answered_within(text: str, route: str, status: str, le: str) -> tuple[float, float]:
+    """From a service's own latency histogram (its /metrics text): how many requests of
+    `route` answered `status` it finished within `le` seconds, and how many in all."""
     within = total = 0.0
     for line in text.splitlines():
         if not line.startswith("http_request_duration_seconds_"):
@@ -124,10 +128,8 @@ def answered_within(url: str, route: str, status: str, le: str) -> tuple[float, 
     return within, total
 
 
-def metric_sum_count(url: str, histogram: str) -> tuple[float, float]:
-    """A histogram's sum and count (no labels) from a service's metrics."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
-        text = response.read().decode()
+def metric_sum_count(text: str, histogram: str) -> tuple[float, float]:
+    """A histogram's sum and count (no labels) from a service's /metrics text."""
     values = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
@@ -158,12 +160,13 @@ class Split:
     readings: list[tuple[float, float]] = field(default_factory=list)
 
     def read(self) -> None:
+        orders_state = metrics_text(self.orders_state_url)
         self.readings = [
-            answered_within(self.orders_state_url, PATH, "200", "0.25"),
-            answered_within(self.order_tags_url, "/v1/tags/get", "200", "0.05"),
+            answered_within(orders_state, PATH, "200", "0.25"),
+            answered_within(metrics_text(self.order_tags_url), "/v1/tags/get", "200", "0.05"),
             cpu_busy(1),
             (time.process_time(), time.perf_counter()),
-            metric_sum_count(self.orders_state_url, "mlutp_event_loop_lag_seconds"),
+            metric_sum_count(orders_state, "mlutp_event_loop_lag_seconds"),
         ]
 
     def since(self, before: Split) -> str:
