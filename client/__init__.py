@@ -27,8 +27,9 @@ Rules the client keeps:
 - After a user change, the order is locked and polled with `force: true` until a part shows
   the version the change returned.
 - The route part (`route_distance_depended`) is polled by the client's own rule.
-- An answer naming another policy version than the client holds (`policy_versions`) makes it
-  launch again at once: new rules, and every part fetched anew from their endpoints.
+- Every poll and launch names the policy versions the client holds (`policy_versions`). An
+  answer naming another version than the client holds makes it launch again at once, naming
+  the version it was told: new rules, and every part of that service fetched anew, once.
 
 The modules, one job each: `client` (the cycle: launch, poll, fetch, show), `transport`
 (replicas, timeouts, counters), `model` (rules, orders, parts, views: data), `parts` (which

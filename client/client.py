@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -109,18 +109,32 @@ class MlutpClient:
 
     # --- the protocol ----------------------------------------------------------------------
 
-    async def launch(self) -> None:
+    async def launch(self, told_versions: Mapping[str, str] | None = None) -> None:
+        """Launch: the orders and the policy. `told_versions` are the policy versions a poll
+        told the client to hold: named in the request, so a launch replica that serves them
+        (announced, mid-rollout) hands them out, not its own current ones."""
         body: dict[str, Any] = {
             "supported_services": self.supported_services,
             "known_orders": self._known(),
         }
+        held = {**self.policy_versions, **(told_versions or {})}
+        if held:
+            body["policy_versions"] = held
         if self.options.extended_order_info:
             body["supported"] = ["extended_order_info"]
         answer = await self._poll(self._launch, "", body)
         if answer is None:
             return
         state = answer["mlutp_orders_state"]
-        self.policy_versions = dict(state.get("policy_versions", {}))
+        versions = dict(state.get("policy_versions", {}))
+        for order in self.orders:
+            if self.policy_versions.get(order.service, versions.get(order.service)) != (
+                versions.get(order.service)
+            ):
+                # tags of the old version name parts the new policy may not have: every part
+                # of the service is fetched anew from the new endpoints, once
+                order.parts = {}
+        self.policy_versions = versions
         self.rules = {}
         for raw in state["polling_policy"]:
             rule = Rule(**{**raw, "fields": tuple(raw["fields"])})
@@ -137,12 +151,10 @@ class MlutpClient:
             return
         self._parts_failed = False
         answer = await self._poll_state()
-        if answer is not None and self._policy_changed(answer.get("policy_versions", {})):
-            # the server serves another policy now: fetch it at once, and the parts anew from
-            # its endpoints (tags of the old version name parts the new policy may not have)
-            for order in self.orders:
-                order.parts = {}
-            await self.launch()
+        told = self._told_versions(answer.get("policy_versions", {})) if answer else {}
+        if told:
+            # the client is told to hold another policy: fetch it at once
+            await self.launch(told)
             return
         if answer is not None:
             await self._apply_state(answer["orders"])
@@ -222,6 +234,9 @@ class MlutpClient:
                 "known_orders": self._known(),
                 "supported_services": self.supported_services,
             }
+            if self.policy_versions:
+                # the versions it holds: a replica that serves them answers by them
+                body["policy_versions"] = self.policy_versions
             if self.options.wait_ms:
                 body["wait_ms"] = self.options.wait_ms
             request = asyncio.ensure_future(
@@ -245,12 +260,13 @@ class MlutpClient:
                 return request.result()
             # an answer to a request without the new order would drop it as finished
 
-    def _policy_changed(self, versions: dict[str, str]) -> bool:
-        return any(
-            self.policy_versions.get(service) != version
+    def _told_versions(self, versions: dict[str, str]) -> dict[str, str]:
+        """The services whose policy the client holds in another version than it is told."""
+        return {
+            service: version
             for service, version in versions.items()
-            if service in self.rules
-        )
+            if service in self.rules and self.policy_versions.get(service) != version
+        }
 
     def order_created(self, service: str, orderid: str, status: str) -> None:
         """The user made an order in this app, which got its id back: it is shown (loading)

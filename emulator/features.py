@@ -34,15 +34,13 @@ class Features:
         self.stats = stats
 
     def parts_of(self, service: str, fields: frozenset[str]) -> list[str]:
-        """The tag_defined, non-static parts that carry any of these fields."""
+        """The tagged parts of every policy version the file serves that carry any of these
+        fields: a client of any version, on a replica of either file of a rollout, sees the
+        change."""
         service_policy = self.policy.services.get(service)
         if service_policy is None:
             return []
-        return sorted(
-            rule.part_name
-            for rule in service_policy.rules
-            if rule.tag_defined and not rule.static and fields.intersection(rule.fields)
-        )
+        return service_policy.parts_holding(fields)
 
     async def publish_list(self, change: DataChange, *, left: bool = False) -> None:
         """After a change of what the order's source lists for its user (the order created,

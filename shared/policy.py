@@ -1,14 +1,18 @@
 """The polling policy: which part endpoint serves which top-level fields of which service.
 
 Loaded from a YAML or JSON file and validated at start-up; a bad file stops the service with
-a message naming the bad field. The policy version of a service is a short hash of its rules,
-embedded in every tag, so changing a service's parts invalidates only that service's tags.
+a message naming the bad field. The policy version of a service is a short hash of what gives
+its parts their meaning, embedded in every tag, so changing a service's parts invalidates only
+that service's tags. Besides its current version a service may list versions it serves without
+handing them out: `announced` ones (the next, during a rollout) and `deprecated` ones (the
+previous, while old clients still use them); see docs/protocol.md, Policy changes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +75,28 @@ class PartRule(BaseModel):
 
 # what of a rule only the server uses: never handed out, never in the version
 SERVER_ONLY = {"upstream"}
+# what of a rule the policy version covers: what a part means (its name, fields and part type)
+# and where and how a client gets it (its url, its polling type), for a client holding the old
+# ones must be told. Priority, `required` and `static` only order and pace the fetches: a new
+# value reaches clients at their next launch and invalidates no tag.
+VERSIONED = {"part_name", "fields", "part_type", "url", "polling_type"}
+
+
+class Stage(StrEnum):
+    """Where a served policy version is in its life (docs/protocol.md: Policy changes)."""
+
+    # handed out by launch
+    CURRENT = "current"
+    # served (its endpoints and tags), handed out only to a client already told it: the next
+    # version, while a rollout puts it on every replica
+    ANNOUNCED = "announced"
+    # served to the clients still holding it, who are told to launch again
+    DEPRECATED = "deprecated"
+
+    @property
+    def kept(self) -> bool:
+        """A client holding a version of this stage keeps it."""
+        return self is not Stage.DEPRECATED
 
 
 def _check_rules(rules: tuple[PartRule, ...]) -> None:
@@ -90,10 +116,11 @@ def _check_rules(rules: tuple[PartRule, ...]) -> None:
 
 
 def rules_version(rules: tuple[PartRule, ...]) -> str:
-    """A short, URL-safe hash of a service's rules, independent of their order in the file."""
+    """A short, URL-safe hash of what the version covers of a service's rules (VERSIONED),
+    independent of their order in the file."""
     canonical = json.dumps(
         sorted(
-            (rule.model_dump(mode="json", exclude=SERVER_ONLY) for rule in rules),
+            (rule.model_dump(mode="json", include=VERSIONED) for rule in rules),
             key=lambda r: r["part_name"],
         ),
         sort_keys=True,
@@ -102,8 +129,10 @@ def rules_version(rules: tuple[PartRule, ...]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 
-class DeprecatedRules(BaseModel):
-    """An older policy version whose part endpoints are still served for old clients."""
+class ServedRules(BaseModel):
+    """A policy version served besides the current one: announced (the next) or deprecated
+    (an older one). `version`, when given, must be its rules' hash: the file says which
+    version it serves, and a slip in its rules is caught at start-up."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -111,7 +140,7 @@ class DeprecatedRules(BaseModel):
     rules: tuple[PartRule, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _valid(self) -> DeprecatedRules:
+    def _valid(self) -> ServedRules:
         _check_rules(self.rules)
         computed = rules_version(self.rules)
         if self.version is not None and self.version != computed:
@@ -129,7 +158,10 @@ class ServicePolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rules: tuple[PartRule, ...] = Field(min_length=1)
-    deprecated: tuple[DeprecatedRules, ...] = ()
+    # served, not handed out: the next version, while a rollout reaches every replica
+    announced: tuple[ServedRules, ...] = ()
+    # served, not handed out: older versions, while old clients still use them
+    deprecated: tuple[ServedRules, ...] = ()
     # status → base polling interval; statuses not listed get the configured default. Not part
     # of the policy version: tuning an interval invalidates no client tag.
     interval_bases_ms: dict[Status, Annotated[int, Field(gt=0, le=3_600_000)]] = {}
@@ -144,10 +176,15 @@ class ServicePolicy(BaseModel):
     @model_validator(mode="after")
     def _valid(self) -> ServicePolicy:
         _check_rules(self.rules)
-        current = rules_version(self.rules)
-        for old in self.deprecated:
-            if old.policy_version == current:
-                raise ValueError("a deprecated version has the same rules as the current one")
+        seen = {rules_version(self.rules): "the current version"}
+        for stage, served in (("announced", self.announced), ("deprecated", self.deprecated)):
+            for index, other in enumerate(served):
+                version = other.policy_version
+                if version in seen:
+                    raise ValueError(
+                        f"{stage}.{index} (version {version}) has the same rules as {seen[version]}"
+                    )
+                seen[version] = f"{stage}.{index}"
         return self
 
     @cached_property
@@ -156,39 +193,62 @@ class ServicePolicy(BaseModel):
 
     @cached_property
     def rules_by_priority(self) -> tuple[PartRule, ...]:
-        return tuple(sorted(self.rules, key=lambda rule: (rule.priority, rule.part_name)))
+        return _by_priority(self.rules)
 
     @cached_property
     def part_of_field(self) -> dict[str, str]:
         return {name: rule.part_name for rule in self.rules for name in rule.fields}
 
     @cached_property
+    def stages(self) -> dict[str, Stage]:
+        """Every served policy version → its stage."""
+        stages = {self.policy_version: Stage.CURRENT}
+        stages |= {other.policy_version: Stage.ANNOUNCED for other in self.announced}
+        stages |= {other.policy_version: Stage.DEPRECATED for other in self.deprecated}
+        return stages
+
+    @cached_property
     def versions(self) -> dict[str, tuple[PartRule, ...]]:
-        """Every servable policy version → its rules by ascending priority."""
+        """Every served policy version → its rules by ascending priority."""
         versions = {self.policy_version: self.rules_by_priority}
-        for old in self.deprecated:
-            versions[old.policy_version] = tuple(
-                sorted(old.rules, key=lambda rule: (rule.priority, rule.part_name))
-            )
+        for other in (*self.announced, *self.deprecated):
+            versions[other.policy_version] = _by_priority(other.rules)
         return versions
 
     @cached_property
-    def _content_sources(self) -> dict[tuple[str, str], tuple[str, ...]]:
-        sources: dict[tuple[str, str], tuple[str, ...]] = {}
-        for version, rules in self.versions.items():
-            for rule in rules:
-                if version == self.policy_version:
-                    sources[(version, rule.part_name)] = (rule.part_name,)
-                else:
-                    owners = {self.part_of_field[f] for f in rule.fields if f in self.part_of_field}
-                    sources[(version, rule.part_name)] = tuple(sorted(owners))
-        return sources
+    def tagged_parts(self) -> tuple[str, ...]:
+        """The parts with content tags of their own: every tag_defined, non-static part of
+        every served version (a name several versions share is one part). Each version's
+        part reads its own name's tag, so replicas mid-rollout, whichever version is current
+        on them, read the same content for it."""
+        return tuple(
+            sorted(
+                {
+                    rule.part_name
+                    for rules in self.versions.values()
+                    for rule in rules
+                    if rule.tag_defined and not rule.static
+                }
+            )
+        )
 
-    def content_sources(self, version: str, part_name: str) -> tuple[str, ...]:
-        """The current parts whose content tags tell when this part's data changes: itself
-        for a current part; for a deprecated one, the current parts holding its fields
-        (feature services only tag current parts)."""
-        return self._content_sources.get((version, part_name), ())
+    def parts_holding(self, fields: Iterable[str]) -> list[str]:
+        """What a feature service bumps after changing these fields (data first, tag second):
+        every tagged part of every served version that holds any of them. A name two versions
+        give different fields is bumped for either's: a spare refetch, never a lost update."""
+        changed = set(fields)
+        return sorted(
+            {
+                rule.part_name
+                for rules in self.versions.values()
+                for rule in rules
+                if rule.tag_defined and not rule.static and changed.intersection(rule.fields)
+            }
+        )
+
+
+def _by_priority(rules: Iterable[PartRule]) -> tuple[PartRule, ...]:
+    return tuple(sorted(rules, key=lambda rule: (rule.priority, rule.part_name)))
 
 
 class PartEndpoint(BaseModel):
@@ -198,7 +258,7 @@ class PartEndpoint(BaseModel):
 
     service: str
     policy_version: str
-    deprecated: bool
+    stage: Stage
     rule: PartRule
 
 
@@ -220,11 +280,12 @@ class PollingPolicy(BaseModel):
         return self
 
     @cached_property
-    def launch_rules(self) -> dict[str, list[msgspec.Raw]]:
-        """service → its current rules by priority as launch hands them out (`polling_policy`:
-        each rule with its service, defaults left out), encoded once."""
+    def launch_rules(self) -> dict[tuple[str, str], list[msgspec.Raw]]:
+        """(service, policy version) → its rules by priority as launch hands them out
+        (`polling_policy`: each rule with its service, defaults left out), encoded once; for
+        every version launch may hand out (current and announced)."""
         return {
-            service: [
+            (service, version): [
                 msgspec.Raw(
                     msgspec.json.encode(
                         {
@@ -235,9 +296,11 @@ class PollingPolicy(BaseModel):
                         }
                     )
                 )
-                for rule in policy.rules_by_priority
+                for rule in policy.versions[version]
             ]
             for service, policy in self.services.items()
+            for version, stage in policy.stages.items()
+            if stage.kept
         }
 
     def _all_endpoints(self) -> list[PartEndpoint]:
@@ -245,7 +308,7 @@ class PollingPolicy(BaseModel):
             PartEndpoint(
                 service=service,
                 policy_version=version,
-                deprecated=version != policy.policy_version,
+                stage=policy.stages[version],
                 rule=rule,
             )
             for service, policy in self.services.items()
@@ -255,7 +318,7 @@ class PollingPolicy(BaseModel):
 
     @cached_property
     def endpoints(self) -> tuple[PartEndpoint, ...]:
-        """Every part endpoint to serve, deprecated versions included."""
+        """Every part endpoint to serve, of every served version."""
         return tuple(self._all_endpoints())
 
     def version(self, service: str) -> str:

@@ -81,16 +81,26 @@ export class MlutpClient {
 
   // --- the protocol ------------------------------------------------------------------------
 
-  async launch() {
+  // told: the policy versions a poll told the client to hold, named so that a launch replica
+  // that serves them (announced, mid-rollout) hands them out
+  async launch(told = {}) {
     const body = {
       supported_services: this.options.supportedServices,
       known_orders: this.known(),
       supported: ["extended_order_info"],
     };
+    const held = { ...this.policyVersions, ...told };
+    if (Object.keys(held).length > 0) body.policy_versions = held;
     const answer = await this.post("/4.0/launch", body, { poll: true });
     if (answer === null) return false;
     const state = answer.mlutp_orders_state;
-    this.policyVersions = { ...(state.policy_versions || {}) };
+    const versions = { ...(state.policy_versions || {}) };
+    for (const order of this.orders) {
+      const before = this.policyVersions[order.service] ?? versions[order.service];
+      // another version: every part of the service is fetched anew from its endpoints, once
+      if (before !== versions[order.service]) order.parts = {};
+    }
+    this.policyVersions = versions;
     this.rules = {};
     for (const rule of state.polling_policy) {
       if (!SUPPORTED_PART_TYPES.has(rule.part_type)) continue; // unknown part types are ignored
@@ -111,10 +121,10 @@ export class MlutpClient {
     this.pollNowAsked = false;
     const answer = await this.pollState();
     if (answer === "aborted") return;
-    if (answer !== null && this.policyChanged(answer.policy_versions || {})) {
-      // another policy: fetch it at once, and every part anew from its endpoints
-      for (const order of this.orders) order.parts = {};
-      await this.launch();
+    const told = answer !== null ? this.toldVersions(answer.policy_versions || {}) : {};
+    if (Object.keys(told).length > 0) {
+      // told to hold another policy: fetch it at once
+      await this.launch(told);
       return;
     }
     if (answer !== null) {
@@ -172,6 +182,8 @@ export class MlutpClient {
       known_orders: this.known(),
       supported_services: this.options.supportedServices,
       wait_ms: this.options.waitMs,
+      // the versions it holds: a replica that serves them answers by them
+      policy_versions: this.policyVersions,
     };
     this.pollAbort = new AbortController();
     try {
@@ -187,9 +199,12 @@ export class MlutpClient {
     }
   }
 
-  policyChanged(versions) {
-    return Object.entries(versions).some(
-      ([service, version]) => service in this.rules && this.policyVersions[service] !== version,
+  // the services whose policy the client holds in another version than it is told
+  toldVersions(versions) {
+    return Object.fromEntries(
+      Object.entries(versions).filter(
+        ([service, version]) => service in this.rules && this.policyVersions[service] !== version,
+      ),
     );
   }
 

@@ -34,14 +34,10 @@ from shared.protocol.allowed_changes import (
 )
 from shared.protocol.interval import IntervalRules, polling_interval_ms
 from shared.protocol.list_tags import within_created_grace
-from shared.protocol.need_request import (
-    CacheState,
-    TagTimings,
-    client_policy_version,
-    decide_parts,
-)
+from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
-from shared.protocol.tags import known_content_tags, part_content, refetch_phase
+from shared.protocol.policy_versions import held_version, version_to_hold
+from shared.protocol.tags import known_content_tags, refetch_phase
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
 from shared.wire import USER_HEADER, ListKey, OrderKey
 
@@ -55,8 +51,10 @@ class LookResult:
     degraded: bool = False
     # the earliest moment (unix ms) a part the min TTL holds back becomes needed
     due_at_ms: int | None = None
-    # the current policy version of each queried service served
+    # the policy version each queried service served tells the client to hold
     policy_versions: dict[str, str] = field(default_factory=dict)
+    # the client holds another version of some service than it is told: it launches again
+    policy_changed: bool = False
     # a known order its source does not list yet is kept stale (the created grace): the
     # source lags, so a waiting poll answers at once instead of waiting
     source_lagging: bool = False
@@ -121,19 +119,43 @@ class OrdersStateEngine:
         served = self.policy.services.get(service)
         return served.change_capabilities if served is not None else ()
 
-    def policy_versions(self, services: Sequence[str]) -> dict[str, str]:
-        """The current policy version of each queried service the server serves: a client
-        holding another one fetches the policy again (docs/protocol.md: Policy changes)."""
+    def held_versions(
+        self,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        stated: Mapping[str, str],
+    ) -> dict[str, str]:
+        """The policy version the client holds of each queried service served: the one it
+        states, else the one its tags are of (docs/protocol.md: Policy changes)."""
+        held: dict[str, str] = {}
+        for service in services:
+            served = self.policy.services.get(service)
+            if served is None:
+                continue
+            held[service] = held_version(
+                stated.get(service),
+                (k.order.tags for k in known if k.order.service == service),
+                served.stages,
+                served.policy_version,
+            )
+        return held
+
+    def versions_to_hold(self, held: Mapping[str, str]) -> dict[str, str]:
+        """The version of each service the client is told to hold: its own while this
+        server serves it as current or announced, else the current one; a client told
+        another than it holds fetches the policy again."""
         return {
-            service: self.policy.version(service)
-            for service in services
-            if service in self.policy.services
+            service: version_to_hold(
+                version, self.policy.services[service].stages, self.policy.version(service)
+            )
+            for service, version in held.items()
         }
 
-    def policy_rules(self, services: Sequence[str]) -> list[msgspec.Raw]:
-        """The current policy of each queried service the server serves, as launch gives it."""
+    def policy_rules(self, versions: Mapping[str, str]) -> list[msgspec.Raw]:
+        """The rules of these versions (service → version, each one launch hands out), as
+        launch gives them."""
         rules = self.policy.launch_rules
-        return [rule for service in services if service in rules for rule in rules[service]]
+        return [rule for service, version in versions.items() for rule in rules[service, version]]
 
     def listed_services(self, services: Sequence[str], user_id: str | None) -> list[str]:
         """The queried services whose sources bump list tags: their answers are kept, their
@@ -143,7 +165,11 @@ class OrdersStateEngine:
         return [s for s in services if s in self.sources and self.policy.services[s].list_tags]
 
     def _known_by_source(
-        self, known: Sequence[ParsedKnownOrder], served: Sequence[str], now_ms: int
+        self,
+        known: Sequence[ParsedKnownOrder],
+        served: Sequence[str],
+        versions: Mapping[str, str],
+        now_ms: int,
     ) -> dict[str, list[SourceKnownOrder]]:
         """The client's known orders of each served service as its source is told of them:
         with the content tags the client holds, never the server's tags."""
@@ -151,8 +177,7 @@ class OrdersStateEngine:
         for k in known:
             orders = told.get(k.order.service)
             if orders is not None:
-                version = self.policy.version(k.order.service)
-                contents = known_content_tags(k.order.tags, version, now_ms)
+                contents = known_content_tags(k.order.tags, versions[k.order.service], now_ms)
                 orders.append(SourceKnownOrder(k.order.orderid, contents))
         return told
 
@@ -160,12 +185,13 @@ class OrdersStateEngine:
         self,
         services: Sequence[str],
         known: Sequence[ParsedKnownOrder],
+        versions: Mapping[str, str],
         headers: dict[str, str],
     ) -> dict[str, SourceResponse | None]:
         """Each served service's source; a service the server does not serve is
         unavailable for this request (None), like a source that failed."""
         served = [service for service in services if service in self.sources]
-        told = self._known_by_source(known, served, int(time.time() * 1000))
+        told = self._known_by_source(known, served, versions, int(time.time() * 1000))
         results = await asyncio.gather(
             *(self.sources[service].list_active(headers, told[service]) for service in served)
         )
@@ -187,19 +213,17 @@ class OrdersStateEngine:
             if more is None:
                 return None
             stored.update(more)
-        # every non-static part gets a content tag before the answer, so a part fetched right
-        # after this poll is issued a tag that stays valid: all of them for a new or expired
-        # order, and a part its hash lacks (one a new policy version added, or fields moved
-        # between parts), which would otherwise carry no content and be refetched for good
+        # every tagged part (of every served version) gets a content tag before the answer, so
+        # a part fetched right after this poll is issued a tag that stays valid: all of them
+        # for a new or expired order, and a part its hash lacks (one a new policy version
+        # added), which would otherwise carry no content and be refetched for good
         missing: dict[OrderKey, list[str]] = {}
         for key in keys:
             parts = stored.get(key)
             absent = [
-                rule.part_name
-                for rule in self.policy.services[key.service].rules
-                if rule.tag_defined
-                and not rule.static
-                and (parts is None or rule.part_name not in parts)
+                part
+                for part in self.policy.services[key.service].tagged_parts
+                if parts is None or part not in parts
             ]
             if absent:
                 missing[key] = absent
@@ -214,30 +238,21 @@ class OrdersStateEngine:
         client: ParsedKnownOrder | None,
         stored_parts: dict[str, str] | None,
         *,
+        version: str,
         cache: CacheState,
         now_ms: int,
         force_honoured: bool,
     ) -> tuple[ActualOrder, int | None]:
-        """An order of an available source, decided by the policy version the client uses,
-        and when a part the min TTL holds back becomes needed."""
-        service_policy = self.policy.services[service]
+        """An order of an available source, decided by the policy version the client is
+        answered by, and when a part the min TTL holds back becomes needed. Each part of any
+        version reads its own content tag (ServicePolicy.tagged_parts)."""
         client_tags = client.order.tags if client else {}
-        version = client_policy_version(
-            client_tags, service_policy.versions, service_policy.policy_version
-        )
         self.metrics.poll_orders.labels(service, version).inc()
-        rules = service_policy.versions[version]
-        contents = {
-            rule.part_name: part_content(
-                service_policy.content_sources(version, rule.part_name), stored_parts
-            )
-            for rule in rules
-        }
         decision = decide_parts(
-            rules,
+            self.policy.services[service].versions[version],
             version,
             client_tags,
-            {part: content for part, content in contents.items() if content is not None},
+            stored_parts,
             force=self._force(client, honoured=force_honoured, cache_available=cache.available),
             cache=cache,
             now_ms=now_ms,
@@ -273,13 +288,28 @@ class OrdersStateEngine:
         known: Sequence[ParsedKnownOrder],
         services: Sequence[str],
         headers: dict[str, str],
+        stated_versions: Mapping[str, str] | None = None,
+        *,
+        handing_out: bool = False,
     ) -> LookResult:
-        """One look: every queried source, then the tags of the orders they list."""
+        """One look: every queried source, then the tags of the orders they list. The orders
+        are decided by the policy version the client holds, or with `handing_out` (launch)
+        by the version it is handed."""
         with self.metrics.poll_look.time():
-            return await self._look(known, services, headers)
+            held = self.held_versions(known, services, stated_versions or {})
+            to_hold = self.versions_to_hold(held)
+            return await self._look(
+                known, services, headers, to_hold if handing_out else held, to_hold, held
+            )
 
     async def _look(
-        self, known: Sequence[ParsedKnownOrder], services: Sequence[str], headers: dict[str, str]
+        self,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        headers: dict[str, str],
+        versions: dict[str, str],
+        to_hold: dict[str, str],
+        held: dict[str, str],
     ) -> LookResult:
         # the checked user id (services.bff.requests): a kept answer is read for it alone
         user_id = headers.get(USER_HEADER)
@@ -292,7 +322,9 @@ class OrdersStateEngine:
             force_per_minute=self.config.force_per_order_per_minute,
         )
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
-        asked = await self._query_sources([s for s in services if s not in kept], known, headers)
+        asked = await self._query_sources(
+            [s for s in services if s not in kept], known, versions, headers
+        )
         if user_id:
             self.listings.keep(
                 user_id, read, {s: a for s, a in asked.items() if s in listed_services}
@@ -316,6 +348,7 @@ class OrdersStateEngine:
                 source_order,
                 known_by_key.get(key),
                 stored.get(key) if stored else None,
+                version=versions[service],
                 cache=cache,
                 now_ms=now_ms,
                 force_honoured=read is not None and key in read.force_honoured,
@@ -378,6 +411,7 @@ class OrdersStateEngine:
             interval_ms,
             degraded=degraded,
             due_at_ms=due_at_ms,
-            policy_versions=self.policy_versions(services),
+            policy_versions=to_hold,
+            policy_changed=to_hold != held,
             source_lagging=bool(lagging),
         )

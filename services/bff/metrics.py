@@ -129,8 +129,9 @@ class BffMetrics:
         )
         self.part_requests = Counter(
             "mlutp_part_requests",
-            "Part endpoint requests by service, part and policy version",
-            ["service", "part", "policy_version", "deprecated"],
+            "Part endpoint requests by service, part, policy version and its stage (current, "
+            "announced, deprecated)",
+            ["service", "part", "policy_version", "stage"],
             registry=registry,
         )
         self.part_coalesced = Counter(

@@ -23,7 +23,7 @@ from services.bff.ports import Fetched, FetchOutcome, OrderSource, PartUpstream,
 from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
-from shared.protocol.tags import encode_tag, part_content, upstream_content_tags
+from shared.protocol.tags import encode_tag, upstream_content_tags
 from shared.wire import USER_HEADER, OrderKey
 
 
@@ -132,7 +132,7 @@ class PartService:
             endpoint.service,
             endpoint.rule.part_name,
             endpoint.policy_version,
-            str(endpoint.deprecated).lower(),
+            endpoint.stage.value,
         ).inc()
 
     def _key(
@@ -157,9 +157,7 @@ class PartService:
         so a client fetching several parts of an order at once costs the upstream one call."""
         self.count_request(endpoint)
         loop = asyncio.get_running_loop()
-        sources = self.policy.services[endpoint.service].content_sources(
-            endpoint.policy_version, endpoint.rule.part_name
-        )
+        part_name = endpoint.rule.part_name
         now_ms = int(time.time() * 1000)
         fetches: list[OrderFetch] = []
         started: list[StartedFetch] = []
@@ -174,9 +172,9 @@ class PartService:
             else:
                 self.metrics.part_coalesced.labels(endpoint.service, endpoint.rule.part_name).inc()
             # two devices of a user asking one part: the first one's tag goes
-            held = upstream_content_tags(order.client_tag, endpoint.policy_version, sources, now_ms)
-            for part_name, held_content in held.items():
-                running.content_tags.setdefault(part_name, held_content)
+            held = upstream_content_tags(order.client_tag, endpoint.policy_version, now_ms)
+            if held is not None:
+                running.content_tags.setdefault(part_name, held)
             fetches.append(running)
         if started:
             # runs on its own: a request that goes away must not fail those that joined it
@@ -189,7 +187,9 @@ class PartService:
         parts = []
         for order, fetch, fetched in zip(orders, fetches, results, strict=True):
             # unknown content (cache down, or none stored) never matches: refetched later
-            content = part_content(sources, fetch.stored) if fetch.cache_available else None
+            content = (
+                fetch.stored.get(part_name) if fetch.cache_available and fetch.stored else None
+            )
             parts.append(
                 self._part(
                     endpoint,

@@ -18,6 +18,11 @@ INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
 # queried costs a source call and an allowed_changes entry)
 MAX_SUPPORTED_SERVICES = 32
 SupportedServices = Annotated[list[ServiceName], msgspec.Meta(max_length=MAX_SUPPORTED_SERVICES)]
+PolicyVersion = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{4,16}$")]
+# service → the policy version the client holds (or, launching again, was told to hold)
+HeldVersions = Annotated[
+    dict[ServiceName, PolicyVersion], msgspec.Meta(max_length=MAX_SUPPORTED_SERVICES)
+]
 
 
 class KnownOrder(msgspec.Struct):
@@ -38,6 +43,8 @@ class StateRequest(msgspec.Struct):
     supported_services: SupportedServices | None = None
     # hold the answer until a part changes, up to this long (docs/protocol.md: Waiting poll)
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_WAIT_MS)] = 0
+    # the policy version of each service whose policy the client holds (Policy changes)
+    policy_versions: HeldVersions = {}
 
 
 class LaunchRequest(msgspec.Struct):
@@ -50,13 +57,16 @@ class LaunchRequest(msgspec.Struct):
     # part_type → the fields its part requests carry (position, format_currency, ...): the
     # inline parts of extended order info are fetched with them
     part_parameters: Annotated[dict[PartName, dict[str, Any]], msgspec.Meta(max_length=16)] = {}
+    # the policy version of each service the client was last told to hold: launch hands it
+    # out where it serves it as current or announced (Policy changes)
+    policy_versions: HeldVersions = {}
 
 
 class StateResponse(msgspec.Struct):
     # each an encoded `shared.answer.AnsweredOrder` (its brief or echo fields among its own)
     orders: list[msgspec.Raw]
     allowed_changes: list[AllowedChange]
-    # service → its current policy version (docs/protocol.md: Policy changes)
+    # service → the policy version the client is to hold (docs/protocol.md: Policy changes)
     policy_versions: dict[str, str]
 
 

@@ -23,20 +23,26 @@ async def with_required_parts(
     policy: PollingPolicy,
     headers: dict[str, str],
     *,
+    versions: Mapping[str, str],
     known: Sequence[ParsedKnownOrder] = (),
     sent_parameters: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[AnsweredOrder]:
-    """Each order with the required parts it needs inline, fetched with the fields the app
-    sent for their part type (or the documented defaults), and with the app's tags of them,
-    so their upstreams get the content tags the app holds."""
+    """Each order with the required parts it needs inline, of the policy version handed out
+    for its service (`versions`), fetched with the fields the app sent for their part type
+    (or the documented defaults), and with the app's tags of them, so their upstreams get the
+    content tags the app holds."""
     endpoints = {
         (endpoint.service, endpoint.rule.part_name): endpoint
         for endpoint in policy.endpoints
-        if not endpoint.deprecated
+        if versions.get(endpoint.service) == endpoint.policy_version
     }
     required = {
-        service: [rule.part_name for rule in served.rules if rule.tag_defined and rule.required]
-        for service, served in policy.services.items()
+        service: [
+            rule.part_name
+            for rule in policy.services[service].versions[version]
+            if rule.tag_defined and rule.required
+        ]
+        for service, version in versions.items()
     }
     wanted = parts_to_inline(orders, required)
     held = {k.key: k.order.tags for k in known}

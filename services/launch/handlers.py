@@ -29,7 +29,11 @@ async def launch(request: web.Request) -> web.Response:
     )
     headers = upstream_headers(request, user_id)
     with request.app[ADMISSION].look():
-        result = await request.app[ENGINE].look(known, services, headers)
+        # the policy handed out: the version the client was told, where served as current or
+        # announced, else the current one; its orders are decided by it
+        result = await request.app[ENGINE].look(
+            known, services, headers, body.policy_versions, handing_out=True
+        )
     orders = result.orders
     if EXTENDED_ORDER_INFO in body.supported:
         orders = await with_required_parts(
@@ -37,10 +41,11 @@ async def launch(request: web.Request) -> web.Response:
             request.app[PARTS],
             request.app[POLICY],
             headers,
+            versions=result.policy_versions,
             known=known,
             sent_parameters=body.part_parameters,
         )
-    rules = request.app[ENGINE].policy_rules(services)
+    rules = request.app[ENGINE].policy_rules(result.policy_versions)
     state = LaunchState(
         encode_orders(orders), result.allowed_changes, rules, result.policy_versions
     )

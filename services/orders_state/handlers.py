@@ -33,7 +33,7 @@ async def orders_state(request: web.Request) -> web.Response:
     body = await read_json(request, _state_request)
     known, services = parse_poll(request.app[LIMITS], body.known_orders, body.supported_services)
     answer = await request.app[WAITING].answer(
-        known, services, upstream_headers(request, user_id), body.wait_ms
+        known, services, upstream_headers(request, user_id), body.wait_ms, body.policy_versions
     )
     payload = wire.encode(
         StateResponse(

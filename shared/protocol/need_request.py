@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.policy import PartRule
-from shared.protocol.tags import ClientTag, created_at_ms, decode_tag, valid_tag
+from shared.protocol.tags import ClientTag, created_at_ms, valid_tag
 
 
 @dataclass(frozen=True)
@@ -171,19 +171,3 @@ def decide_parts(
         if due_at is not None:
             due.append(due_at)
     return PartsDecision(need, valid, min(due, default=None))
-
-
-def client_policy_version(
-    client_tags: Mapping[str, str], served_versions: Collection[str], current: str
-) -> str:
-    """The policy version a client works with, told by its tags: an old client keeps polling
-    (and fetching) by the parts of a deprecated version as long as that version is served."""
-    found: str | None = None
-    for raw in client_tags.values():
-        decoded = decode_tag(raw)
-        if decoded is None or decoded.policy_version not in served_versions:
-            continue
-        if decoded.policy_version == current:
-            return current
-        found = found or decoded.policy_version
-    return found or current

@@ -117,34 +117,32 @@ def valid_tag(tag: str | None, policy_version: str, now_ms: int) -> ClientTag | 
     return decoded
 
 
-def upstream_content_tags(
-    client_tag: str | None, policy_version: str, sources: tuple[str, ...], now_ms: int
-) -> dict[str, str]:
+def upstream_content_tags(client_tag: str | None, policy_version: str, now_ms: int) -> str | None:
     """What an upstream gets of the client's tag for a part: the content tag it holds (for
-    taxi, the order_proc version such as `v17`), under the name of the part order_tags stores
-    it for, and never the server's envelope (policy version, issue time). Upstream logic
-    such as order_proc's version works on it.
+    taxi, the order_proc version such as `v17`), never the server's envelope (policy version,
+    issue time). Upstream logic such as order_proc's version works on it.
 
-    Empty when the client holds no content tag the upstream could know: no tag, an invalid
-    one, one issued while the tag cache was down, one whose content order_tags could never
-    have stored (made up), or one of a deprecated part made of several current parts (its
-    content is a digest of theirs, known to no upstream)."""
+    None when the client holds no content tag the upstream could know: no tag, an invalid
+    one, one issued while the tag cache was down, or one whose content order_tags could never
+    have stored (made up)."""
     decoded = valid_tag(client_tag, policy_version, now_ms)
-    if decoded is None or decoded.content is None or len(sources) != 1:
-        return {}
+    if decoded is None or decoded.content is None:
+        return None
     if not _CONTENT_TAG.match(decoded.content):
-        return {}  # a made-up tag: order_tags never stored such a content
-    return {sources[0]: decoded.content}
+        return None  # a made-up tag: order_tags never stored such a content
+    return decoded.content
 
 
 def known_content_tags(
     client_tags: Mapping[str, str], policy_version: str, now_ms: int
 ) -> dict[str, str]:
     """The content tags a client holds for an order's parts, by part, as an order source
-    gets them: each valid tag of the current policy version that carries one."""
+    gets them: each valid tag of the version the client is answered by that carries one."""
     contents: dict[str, str] = {}
     for part, tag in client_tags.items():
-        contents |= upstream_content_tags(tag, policy_version, (part,), now_ms)
+        content = upstream_content_tags(tag, policy_version, now_ms)
+        if content is not None:
+            contents[part] = content
     return contents
 
 
@@ -166,21 +164,3 @@ def _base36(value: int) -> str:
         out = digits[rest] + out
         if value == 0:
             return out
-
-
-def part_content(sources: tuple[str, ...], stored: Mapping[str, str] | None) -> str | None:
-    """The content tag of a part made of the stored tags of its source parts: the stored tag
-    itself for a current part; a digest of all of them for a part of a deprecated policy
-    version, which so changes whenever any of them does. None when anything is missing."""
-    if not stored or not sources:
-        return None
-    if len(sources) == 1:
-        return stored.get(sources[0])
-    contents = [stored.get(source) for source in sources]
-    if any(content is None for content in contents):
-        return None
-    joined = "|".join(
-        f"{source}={content}" for source, content in zip(sources, contents, strict=True)
-    )
-    digest = hashlib.sha256(joined.encode()).digest()[:18]
-    return "d" + base64.urlsafe_b64encode(digest).decode()

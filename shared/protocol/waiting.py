@@ -22,10 +22,18 @@ def longest_poll_s(source_deadline_s: float, tags_deadline_s: float) -> float:
     return 2 * one_look_s + MAX_WAIT_MS * (1 + 1 / WAIT_JITTER_DIVISOR) / 1000
 
 
-def has_news(known_statuses: Mapping[OrderKey, str], answered: Sequence[AnsweredOrder]) -> bool:
+def has_news(
+    known_statuses: Mapping[OrderKey, str],
+    answered: Sequence[AnsweredOrder],
+    *,
+    policy_changed: bool = False,
+) -> bool:
     """News for the client: any part in `need_request`; an order whose status differs from
     the client's; an order the client did not list; a known order left out as finished; any
-    stale order. A poll with news is answered at once; one without may wait."""
+    stale order; a policy version to hold other than the client's (it launches again). A
+    poll with news is answered at once; one without may wait."""
+    if policy_changed:
+        return True
     for order in answered:
         if isinstance(order, StaleOrder) or order.need_request:
             return True

@@ -16,7 +16,8 @@ from shared.redis import tags_key
 from tests.emulator_api import create_order, set_fault, stats
 from tests.helpers import stored_parts
 
-NON_STATIC_TAXI_PARTS = {"fast_info", "rarely_changed", "chat", "slow"}
+# of every version the policy serves: the deprecated layout's `main` too
+NON_STATIC_TAXI_PARTS = {"fast_info", "rarely_changed", "chat", "slow", "main"}
 
 
 async def source_orders(emulator: TestClient, user: str, service: str = "taxi") -> list[dict]:
@@ -80,8 +81,9 @@ async def test_a_change_sets_tags_of_exactly_the_parts_holding_the_fields(
     )
     changed = await resp.json()
     assert changed["version"] == order["version"] + 1
-    # the comment lives in rarely_changed; `version` (the order_proc version) in fast_info
-    assert set(changed["tags"]) == {"rarely_changed", "fast_info"}
+    # the comment lives in rarely_changed; `version` (the order_proc version) in fast_info;
+    # both in the deprecated layout's main, which an old client still reads
+    assert set(changed["tags"]) == {"rarely_changed", "fast_info", "main"}
     after = redis_sync.hgetall(key)
     assert after["rarely_changed"] == after["fast_info"] == f"v{changed['version']}"
     assert after["chat"] == before["chat"] and after["slow"] == before["slow"]

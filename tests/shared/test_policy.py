@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.policy import DEFAULT_POLICY_PATH, PolicyError, load_policy, parse_policy
+from shared.policy import DEFAULT_POLICY_PATH, PolicyError, Stage, load_policy, parse_policy
 
 RAW: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
 
@@ -82,7 +82,9 @@ def test_a_parts_own_upstream_is_the_servers_routing_not_handed_out_nor_in_the_v
     policy = parse_policy(raw())
     slow = next(r for r in policy.services["taxi"].rules if r.part_name == "slow")
     assert (slow.part_type, slow.upstream_name) == ("totw", "orderperformerinfo")
-    handed_out = [json.loads(bytes(rule)) for rule in policy.launch_rules["taxi"]]
+    handed_out = [
+        json.loads(bytes(rule)) for rule in policy.launch_rules["taxi", policy.version("taxi")]
+    ]
     assert all("upstream" not in rule for rule in handed_out)
     # moving a part to another upstream invalidates no client tag
     data = raw()
@@ -91,6 +93,84 @@ def test_a_parts_own_upstream_is_the_servers_routing_not_handed_out_nor_in_the_v
     assert parse_policy(data).version("taxi") == policy.version("taxi")
     data["services"]["taxi"]["rules"][0]["upstream"] = "elsewhere"
     assert parse_policy(data).version("taxi") == policy.version("taxi")
+
+
+def test_the_version_covers_what_a_part_means_and_where_a_client_gets_it():
+    before = parse_policy(raw()).version("taxi")
+    for key, value in (
+        ("part_name", "fast"),
+        ("fields", ["version", "status"]),
+        ("part_type", "totw2"),
+        ("url", "/mlutp/v2/taxi/fast_info"),
+        ("polling_type", "route_distance_depended"),
+    ):
+        data = raw()
+        data["services"]["taxi"]["rules"][0][key] = value
+        assert parse_policy(data).version("taxi") != before, key
+
+
+def test_priority_required_and_static_change_no_version():
+    # they only order and pace the fetches: new values reach clients at their next launch
+    before = parse_policy(raw()).version("taxi")
+    data = raw()
+    data["services"]["taxi"]["rules"][0]["priority"] = 9
+    data["services"]["taxi"]["rules"][0]["required"] = False
+    data["services"]["taxi"]["rules"][1]["static"] = True
+    assert parse_policy(data).version("taxi") == before
+
+
+def announcing_next(data: dict[str, Any]) -> dict[str, Any]:
+    """The default policy with the next taxi layout announced: eta in a part of its own."""
+    rules = copy.deepcopy(data["services"]["taxi"]["rules"])
+    for rule in rules:
+        rule["url"] = rule["url"].replace("/v1/", "/v2/")
+    rules[0]["fields"].remove("eta")
+    rules.append(
+        {
+            "part_name": "eta",
+            "url": "/mlutp/v2/taxi/eta",
+            "fields": ["eta"],
+            "polling_type": "tag_defined",
+            "part_type": "totw",
+            "priority": 1,
+        }
+    )
+    data["services"]["taxi"]["announced"] = [{"rules": rules}]
+    return data
+
+
+def test_an_announced_version_is_served_and_may_be_handed_out_but_is_not_current():
+    policy = parse_policy(announcing_next(raw()))
+    taxi = policy.services["taxi"]
+    assert taxi.policy_version == parse_policy(raw()).version("taxi")
+    [announced] = [v for v, stage in taxi.stages.items() if stage is Stage.ANNOUNCED]
+    served = {e.rule.url for e in policy.endpoints if e.policy_version == announced}
+    assert "/mlutp/v2/taxi/eta" in served
+    assert all(
+        e.stage is Stage.ANNOUNCED for e in policy.endpoints if e.policy_version == announced
+    )
+    # launch may hand it out (to a client told it), the deprecated one never
+    assert ("taxi", announced) in policy.launch_rules
+    deprecated = taxi.deprecated[0].policy_version
+    assert ("taxi", deprecated) not in policy.launch_rules
+
+
+def test_an_announced_version_must_differ_from_every_other():
+    data = raw()
+    data["services"]["taxi"]["announced"] = [{"rules": data["services"]["taxi"]["rules"]}]
+    with pytest.raises(PolicyError, match="the same rules as the current version"):
+        parse_policy(data)
+
+
+def test_every_part_of_every_served_version_has_its_own_content_tag():
+    policy = parse_policy(announcing_next(raw()))
+    taxi = policy.services["taxi"]
+    # static parts are never refetched for a change; route is polled by the client's rule
+    assert taxi.tagged_parts == ("chat", "eta", "fast_info", "main", "rarely_changed", "slow")
+    # a feature changing eta bumps every part of every version that holds it
+    assert taxi.parts_holding({"eta"}) == ["eta", "fast_info", "main"]
+    assert taxi.parts_holding({"orderchat"}) == ["chat"]
+    assert taxi.parts_holding({"route_sharing_url"}) == []
 
 
 def test_the_version_does_not_depend_on_the_order_of_rules():
@@ -108,7 +188,7 @@ def test_a_deprecated_version_must_match_its_rules():
 
 def test_deprecated_endpoints_are_served_with_their_version():
     policy = load_policy()
-    deprecated = [e for e in policy.endpoints if e.deprecated]
+    deprecated = [e for e in policy.endpoints if e.stage is Stage.DEPRECATED]
     assert {e.rule.url for e in deprecated} == {"/mlutp/v0/taxi/main", "/mlutp/v0/taxi/static"}
     assert {e.policy_version for e in deprecated} == {
         RAW["services"]["taxi"]["deprecated"][0]["version"]

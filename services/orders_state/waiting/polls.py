@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -40,6 +40,10 @@ log = logging.getLogger("mlutp.waiting")
 WAIT_HEADER = "X-Mlutp-Wait"
 # the answers metric's cause of a poll refused (503) by admission control before it waited
 OVERLOADED = "overloaded"
+
+
+def _news(known_statuses: Mapping[OrderKey, str], result: LookResult) -> bool:
+    return has_news(known_statuses, result.orders, policy_changed=result.policy_changed)
 
 
 class WaitCause(StrEnum):
@@ -127,12 +131,14 @@ class WaitingPolls:
         services: Sequence[str],
         headers: dict[str, str],
         wait_ms: int,
+        stated_versions: Mapping[str, str] | None = None,
     ) -> WaitedAnswer:
         if wait_ms == 0:
             with self.admission.look():
-                return WaitedAnswer(await self.engine.look(known, services, headers), None)
+                result = await self.engine.look(known, services, headers, stated_versions)
+                return WaitedAnswer(result, None)
         try:
-            answered = await self._answer(known, services, headers, wait_ms)
+            answered = await self._answer(known, services, headers, wait_ms, stated_versions)
         except Overloaded:
             # shed by admission control at its first look, before it could wait
             self.metrics.answers.labels(OVERLOADED).inc()
@@ -146,6 +152,7 @@ class WaitingPolls:
         services: Sequence[str],
         headers: dict[str, str],
         wait_ms: int,
+        stated_versions: Mapping[str, str] | None,
     ) -> WaitedAnswer:
         loop = asyncio.get_running_loop()
         ends_at = loop.time() + wait_budget_ms(wait_ms, self.rng) / 1000
@@ -159,7 +166,7 @@ class WaitingPolls:
             # admission control sheds a request at its first look only: once admitted and
             # held, a poll is answered, however many polls a write wakes at once
             with self.admission.look(admitted=looks > 1):
-                return await self.engine.look(known, services, headers)
+                return await self.engine.look(known, services, headers, stated_versions)
 
         def at_once(result: LookResult) -> WaitedAnswer:
             """The answer of a poll that will not wait (whatever the reason)."""
@@ -176,7 +183,9 @@ class WaitingPolls:
             or self.waiting_by_user[user_id] >= self.config.max_waiting_per_user
         ):
             result = await look()
-            if result.cannot_wait or has_news(known_statuses, result.orders):
+            if result.cannot_wait or has_news(
+                known_statuses, result.orders, policy_changed=result.policy_changed
+            ):
                 return at_once(result)
             interval_ms = shed_interval_ms(
                 result.interval_ms,
@@ -211,7 +220,9 @@ class WaitingPolls:
                     self._waiters.add(watch.waiter)
                     stack.callback(self._waiters.discard, watch.waiter)
                     result = await look()
-                    if result.cannot_wait or has_news(known_statuses, result.orders):
+                    if result.cannot_wait or has_news(
+                        known_statuses, result.orders, policy_changed=result.policy_changed
+                    ):
                         return at_once(result)
                     # no news: every known order is in the answer, the source listed it for
                     # the user. The rest of their channels now; a write before Redis
@@ -224,7 +235,9 @@ class WaitingPolls:
                     return WaitedAnswer(await look(), WaitCause.UNAVAILABLE)
                 if unheard:
                     result = await look()
-                    if result.cannot_wait or has_news(known_statuses, result.orders):
+                    if result.cannot_wait or has_news(
+                        known_statuses, result.orders, policy_changed=result.policy_changed
+                    ):
                         return at_once(result)
                 return await self._wait(
                     watch.waiter, look, result, known_statuses, ends_at, at_once
@@ -292,7 +305,7 @@ class WaitingPolls:
             result = await look()
             if result.cannot_wait or not self._can_wait():
                 return at_once(result)
-            if has_news(known_statuses, result.orders):
+            if _news(known_statuses, result):
                 return WaitedAnswer(result, WaitCause.WAKEUP)
             if loop.time() >= ends_at:
                 return WaitedAnswer(result, WaitCause.TIMEOUT)

@@ -43,7 +43,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
     taxi = FakeSource([("t1", "driving", T0), ("t2", "searching", T1)])
     eats = FakeSource([("e1", "cooking", T0)])
     for key in (OrderKey("taxi", "t1"), OrderKey("taxi", "t2"), OrderKey("eats", "e1")):
-        tags.stored[key] = {"fast_info": "v1", "rarely_changed": "r", "chat": "c", "slow": "s"}
+        tags.stored[key] = dict.fromkeys(POLICY.services["taxi"].tagged_parts, "v1")
     tags.stored[OrderKey("eats", "e1")] = {"full_info": "f"}
     result = await engine(tags, taxi=taxi, eats=eats).look([], ["taxi", "eats"], {})
     assert tags.calls == ["get"]
@@ -56,8 +56,10 @@ async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_
     result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).look([], ["taxi"], {})
     assert tags.calls == ["get", "create"]
     created = tags.stored[OrderKey("taxi", "t1")]
-    taxi_rules = POLICY.services["taxi"].rules
+    # of every served version: the deprecated layout's `main` reads its own content tag
+    taxi_rules = [rule for rules in POLICY.services["taxi"].versions.values() for rule in rules]
     assert set(created) == {r.part_name for r in taxi_rules if r.tag_defined and not r.static}
+    assert "main" in created
     # a client that knows nothing needs every tag_defined part, by priority
     [order] = result.orders
     assert order.need_request == ["fast_info", "rarely_changed", "static", "chat", "slow"]

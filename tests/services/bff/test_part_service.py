@@ -11,13 +11,13 @@ import time
 from services.bff.fetch_memo import FetchMemo
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
-from shared.policy import load_policy
+from shared.policy import Stage, load_policy
 from shared.protocol.tags import decode_tag, encode_tag
 from shared.wire import OrderKey
 from tests.services.fakes import FakeOrderTags, GatedUpstream, metrics, tag_cache
 
 POLICY = load_policy()
-ENDPOINTS = {e.rule.part_name: e for e in POLICY.endpoints if not e.deprecated}
+ENDPOINTS = {e.rule.part_name: e for e in POLICY.endpoints if e.stage is Stage.CURRENT}
 ORDER = [RequestedOrder("t1", None)]
 
 

@@ -258,8 +258,8 @@ async def test_deprecated_version_urls_are_served_and_counted(
     assert decode_tag(part["tag"]).policy_version == DEPRECATED_TAXI_VERSION  # type: ignore[union-attr]
     metrics = await (await orders_state.get("/metrics")).text()
     assert (
-        'mlutp_part_requests_total{deprecated="true",part="main",'
-        f'policy_version="{DEPRECATED_TAXI_VERSION}",service="taxi"}} 1.0'
+        'mlutp_part_requests_total{part="main",'
+        f'policy_version="{DEPRECATED_TAXI_VERSION}",service="taxi",stage="deprecated"}} 1.0'
     ) in metrics
 
 

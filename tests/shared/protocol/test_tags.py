@@ -84,26 +84,27 @@ VERSION = "646d451553"
 
 def test_an_upstream_gets_the_content_tag_the_client_holds_not_the_envelope() -> None:
     tag = encode_tag(VERSION, "v17", NOW - 1000)
-    assert upstream_content_tags(tag, VERSION, ("fast_info",), NOW) == {"fast_info": "v17"}
+    assert upstream_content_tags(tag, VERSION, NOW) == "v17"
 
 
-def test_a_deprecated_part_made_of_several_current_parts_sends_no_tag() -> None:
-    tag = encode_tag(VERSION, "dZ3x", NOW - 1000)
-    # its content is a digest of its current parts' content tags: no upstream knows it
-    assert upstream_content_tags(tag, VERSION, ("fast_info", "slow"), NOW) == {}
+def test_a_part_of_a_served_older_version_sends_its_own_content_tag() -> None:
+    # every part of every served version has a content tag of its own (feature services bump
+    # them all), so an old client's tag means to the upstream what a current one's does
+    tag = encode_tag(OTHER_VERSION, "v17", NOW - 1000)
+    assert upstream_content_tags(tag, OTHER_VERSION, NOW) == "v17"
 
 
 def test_an_upstream_gets_no_tag_where_the_client_holds_no_content_tag() -> None:
-    assert upstream_content_tags(None, VERSION, ("fast_info",), NOW) == {}
-    assert upstream_content_tags("garbage", VERSION, ("fast_info",), NOW) == {}
+    assert upstream_content_tags(None, VERSION, NOW) is None
+    assert upstream_content_tags("garbage", VERSION, NOW) is None
     of_another_version = encode_tag(OTHER_VERSION, "v17", NOW - 1000)
-    assert upstream_content_tags(of_another_version, VERSION, ("fast_info",), NOW) == {}
+    assert upstream_content_tags(of_another_version, VERSION, NOW) is None
     issued_degraded = encode_tag(VERSION, None, NOW - 1000, degraded=True)
-    assert upstream_content_tags(issued_degraded, VERSION, ("fast_info",), NOW) == {}
+    assert upstream_content_tags(issued_degraded, VERSION, NOW) is None
     unknown_content = encode_tag(VERSION, None, NOW - 1000)
-    assert upstream_content_tags(unknown_content, VERSION, ("fast_info",), NOW) == {}
+    assert upstream_content_tags(unknown_content, VERSION, NOW) is None
     made_up = encode_tag(VERSION, "no such content\n", NOW - 1000)
-    assert upstream_content_tags(made_up, VERSION, ("fast_info",), NOW) == {}
+    assert upstream_content_tags(made_up, VERSION, NOW) is None
 
 
 def test_an_order_source_gets_the_content_tag_of_each_part_the_client_holds_one_for() -> None:

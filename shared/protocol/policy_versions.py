@@ -1,0 +1,48 @@
+"""Which policy version a client is answered by, and which it is told to hold
+(docs/protocol.md: Policy changes).
+
+A fleet mid-rollout has replicas on two policy files: the old one announcing the next version,
+the new one making it current and the old one deprecated. A client that alternates between
+them must settle on one version after at most one switch. So a version a replica serves as
+current or announced is one a client keeps there; only a deprecated (or unknown) one is
+replaced by the current. A client names the version it holds, and the one it was told when it
+launches again, so a launch replica that only announces that version still hands it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from shared.policy import Stage
+from shared.protocol.tags import decode_tag
+
+
+def held_version(
+    stated: str | None,
+    client_tags: Iterable[Mapping[str, str]],
+    stages: Mapping[str, Stage],
+    current: str,
+) -> str:
+    """The served version a client holds for a service: the one it states, when served;
+    else the one its tags are of (an app that states none), the current first; else the
+    current one (a client new to the service)."""
+    if stated is not None and stated in stages:
+        return stated
+    found: str | None = None
+    for tags in client_tags:
+        for raw in tags.values():
+            decoded = decode_tag(raw)
+            if decoded is None or decoded.policy_version not in stages:
+                continue
+            if decoded.policy_version == current:
+                return current
+            found = found or decoded.policy_version
+    return found or current
+
+
+def version_to_hold(held: str, stages: Mapping[str, Stage], current: str) -> str:
+    """The version a client is told to hold (and launch hands out): its own while this
+    server serves it as current or announced, so replicas on either file of a rollout agree
+    with it; else (deprecated, unknown) the current one."""
+    stage = stages.get(held)
+    return held if stage is not None and stage.kept else current
