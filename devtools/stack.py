@@ -84,11 +84,14 @@ class Stack:
         *,
         replicas: int = 1,
         redis_cluster_masters: int = 0,
+        replica_env: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         """`replicas` processes of each REPLICABLE service (the first on its `<SERVICE>_PORT`,
         the others on free ports; the other services find the first by its URL variable);
         `redis_cluster_masters` > 0: an embedded Redis Cluster of that many masters instead
-        of one Redis, when neither REDIS_URL nor REDIS_CLUSTER_NODES is given."""
+        of one Redis, when neither REDIS_URL nor REDIS_CLUSTER_NODES is given;
+        `replica_env`: replica number → variables of those replicas only (a fleet
+        mid-deploy: replica 1 on the new policy file)."""
         self.services = services
         self.env = dict(env)
         self.env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
@@ -102,6 +105,7 @@ class Stack:
             service.name: replicas if service.name in REPLICABLE else 1 for service in services
         }
         self.redis_cluster_masters = redis_cluster_masters
+        self.replica_env = dict(replica_env or {})
         self.redis: EmbeddedRedis | None = None
         self.redis_cluster: EmbeddedRedisCluster | None = None
         self.processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
@@ -137,6 +141,8 @@ class Stack:
                 env = self.env
                 if replica:
                     env = {**self.env, service.port_env: str(free_port())}
+                if service.name in REPLICABLE:
+                    env = {**env, **self.replica_env.get(replica, {})}
                 process = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", service.module, env=env
                 )

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from shared.policy import DEFAULT_POLICY_PATH, PolicyError, Stage, load_policy, parse_policy
+from tests.helpers import rollout_policy_files
 
 RAW: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
 
@@ -119,28 +120,8 @@ def test_priority_required_and_static_change_no_version():
     assert parse_policy(data).version("taxi") == before
 
 
-def announcing_next(data: dict[str, Any]) -> dict[str, Any]:
-    """The default policy with the next taxi layout announced: eta in a part of its own."""
-    rules = copy.deepcopy(data["services"]["taxi"]["rules"])
-    for rule in rules:
-        rule["url"] = rule["url"].replace("/v1/", "/v2/")
-    rules[0]["fields"].remove("eta")
-    rules.append(
-        {
-            "part_name": "eta",
-            "url": "/mlutp/v2/taxi/eta",
-            "fields": ["eta"],
-            "polling_type": "tag_defined",
-            "part_type": "totw",
-            "priority": 1,
-        }
-    )
-    data["services"]["taxi"]["announced"] = [{"rules": rules}]
-    return data
-
-
 def test_an_announced_version_is_served_and_may_be_handed_out_but_is_not_current():
-    policy = parse_policy(announcing_next(raw()))
+    policy = parse_policy(rollout_policy_files()["announcing"])
     taxi = policy.services["taxi"]
     assert taxi.policy_version == parse_policy(raw()).version("taxi")
     [announced] = [v for v, stage in taxi.stages.items() if stage is Stage.ANNOUNCED]
@@ -163,7 +144,7 @@ def test_an_announced_version_must_differ_from_every_other():
 
 
 def test_every_part_of_every_served_version_has_its_own_content_tag():
-    policy = parse_policy(announcing_next(raw()))
+    policy = parse_policy(rollout_policy_files()["announcing"])
     taxi = policy.services["taxi"]
     # static parts are never refetched for a change; route is polled by the client's rule
     assert taxi.tagged_parts == ("chat", "eta", "fast_info", "main", "rarely_changed", "slow")
@@ -227,3 +208,15 @@ def test_a_service_started_alone_refuses_to_start_without_the_token():
         )
         assert result.returncode == 2, module
         assert "MLUTP_SERVICE_TOKEN" in result.stderr
+
+
+def test_the_files_of_a_rollout_agree_on_each_versions_name():
+    files = {
+        name: parse_policy(data).services["taxi"] for name, data in rollout_policy_files().items()
+    }
+    old, new = files["old"].policy_version, files["new"].policy_version
+    assert old != new
+    assert files["announcing"].stages[old] is Stage.CURRENT
+    assert files["announcing"].stages[new] is Stage.ANNOUNCED
+    assert files["new"].stages[old] is Stage.DEPRECATED
+    assert old not in files["settled"].stages and files["settled"].policy_version == new

@@ -1,0 +1,190 @@
+"""A policy rollout on a fleet mid-deploy (docs/protocol.md: Policy changes; README: Rolling out
+a policy change): two orders_state and two launch processes, replica 0 on one policy file and
+replica 1 on the next, and a reference client taken in turn between them request by request,
+as a balancer does. Whatever the pair, the client switches version at most once, fetches each
+part of each version once, launches at most twice, and a change made mid-rollout reaches it."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from client.client import MlutpClient
+from client.model import ClientOptions
+from devtools.stack import STACK, Stack, free_ports_env
+from shared.policy import parse_policy
+from tests.helpers import cut, rollout_policy_files
+
+UID = "X-Yandex-UID"
+FILES = rollout_policy_files()
+VERSIONS = {name: parse_policy(data).version("taxi") for name, data in FILES.items()}
+TAXI_PARTS = {
+    version: {
+        rule.part_name
+        for rule in parse_policy(data).services["taxi"].versions[version]
+        if rule.tag_defined
+    }
+    for data in FILES.values()
+    for version in parse_policy(data).services["taxi"].versions
+}
+
+# (replica 0's file, replica 1's file, the version the client ends on). Each pair is one
+# deploy of the rollout half done; the other services run on replica 0's file.
+FLEETS = {
+    "announce": ("old", "announcing", "old"),
+    "switch": ("announcing", "new", "new"),
+    "drop": ("new", "settled", "new"),
+}
+
+
+@pytest.fixture(params=FLEETS.values(), ids=FLEETS.keys())
+async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Stack, str]]:
+    first, second, ends_on = request.param
+    paths = {}
+    for name in (first, second):
+        paths[name] = tmp_path / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(FILES[name]))
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env.pop("REDIS_CLUSTER_NODES", None)
+    env.update(free_ports_env())
+    env.update(
+        {
+            "LOG_LEVEL": "WARNING",
+            # a change is seen on the next cycle: no min TTL to wait out
+            "MLUTP_MIN_TTL_S": "0",
+            "MLUTP_POLICY_PATH": str(paths[first]),
+        }
+    )
+    services = [s for s in STACK if s.name != "demo"]
+    stack = Stack(
+        env, services, replicas=2, replica_env={1: {"MLUTP_POLICY_PATH": str(paths[second])}}
+    )
+    try:
+        await stack.start(ready_timeout_s=60)
+        yield stack, VERSIONS[ends_on]
+    finally:
+        await stack.close()
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        yield session
+
+
+async def emulator_post(
+    session: aiohttp.ClientSession, stack: Stack, path: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    async with session.post(f"{stack.url('emulator')}{path}", json=body) as response:
+        assert response.status == 200, await response.text()
+        answer: dict[str, Any] = await response.json()
+        return answer
+
+
+async def samples(session: aiohttp.ClientSession, urls: list[str], name: str) -> list[Any]:
+    found = []
+    for url in urls:
+        async with session.get(f"{url}/metrics") as response:
+            text = await response.text()
+        found += [
+            sample
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name
+        ]
+    return found
+
+
+async def part_requests(session: aiohttp.ClientSession, stack: Stack) -> Counter[tuple[str, str]]:
+    """(policy version, part) → requests, over every replica: part endpoints, and launch's
+    inline required parts."""
+    urls = stack.urls("orders_state") + stack.urls("launch")
+    counted: Counter[tuple[str, str]] = Counter()
+    for sample in await samples(session, urls, "mlutp_part_requests_total"):
+        counted[sample.labels["policy_version"], sample.labels["part"]] += int(sample.value)
+    return counted
+
+
+async def requests_to(session: aiohttp.ClientSession, urls: list[str], route: str) -> list[int]:
+    """Requests each of these processes answered on a route."""
+    counts = []
+    for url in urls:
+        found = await samples(session, [url], "http_requests_total")
+        counts.append(int(sum(s.value for s in found if s.labels.get("route") == route)))
+    return counts
+
+
+async def totw_fields(
+    session: aiohttp.ClientSession, stack: Stack, user: str, orderid: str
+) -> dict[str, Any]:
+    async with session.post(
+        f"{stack.url('emulator')}/3.0/taxiontheway", json={"orderid": orderid}, headers={UID: user}
+    ) as response:
+        doc: dict[str, Any] = await response.json()
+    return cut(doc)
+
+
+async def test_a_client_alternating_over_a_fleet_mid_rollout_switches_at_most_once(
+    fleet: tuple[Stack, str], session: aiohttp.ClientSession, unique: str
+) -> None:
+    stack, ends_on = fleet
+    order = await emulator_post(
+        session, stack, "/emulator/v1/orders", {"user_id": unique, "service": "taxi"}
+    )
+    orderid = order["orderid"]
+    client = MlutpClient(
+        session,
+        launch_url=[f"{url}/4.0/launch" for url in stack.urls("launch")],
+        orders_state_url=stack.urls("orders_state"),
+        user_id=unique,
+        supported_services=["taxi"],
+        options=ClientOptions(backoff_base_s=0, poll_route=False),
+        rng=random.Random(unique),
+    )
+    for _ in range(8):
+        await client.cycle()
+
+    assert client.policy_versions == {"taxi": ends_on}
+    # both replicas of each answered the client: it was spread, not pinned
+    polls = await requests_to(session, stack.urls("orders_state"), "/mlutp/v1/orders/state")
+    assert all(polls), polls
+    # no relaunch loop: the first launch, and one more where the client was told to switch
+    launches = sum(await requests_to(session, stack.urls("launch"), "/4.0/launch"))
+    fetched = await part_requests(session, stack)
+    versions = {version for version, _ in fetched}
+    assert launches == len(versions) <= 2, (launches, fetched)
+    # each part of each version held fetched once: none again on the other replica's file
+    assert all(count == 1 for count in fetched.values()), fetched
+    assert {part for version, part in fetched if version == ends_on} == TAXI_PARTS[ends_on]
+    [view] = client.view()
+    assert view.data == await totw_fields(session, stack, unique, orderid)
+
+    # a change made mid-rollout reaches the client, fetching only the parts holding it, once
+    changed = await emulator_post(
+        session,
+        stack,
+        f"/emulator/v1/orders/taxi/{orderid}/change",
+        # eta: in fast_info of the old version, in a part of its own in the next
+        {"fields": {"comment": "mid-rollout", "eta": {"minutes": 42}}},
+    )
+    for _ in range(4):
+        await client.cycle()
+    [view] = client.view()
+    assert view.data == await totw_fields(session, stack, unique, orderid)
+    assert (view.data["comment"], view.data["eta"]) == ("mid-rollout", {"minutes": 42})
+    refetched = await part_requests(session, stack) - fetched
+    bumped = set(changed["tags"]) & TAXI_PARTS[ends_on]
+    assert "rarely_changed" in bumped
+    assert refetched == Counter({(ends_on, part): 1 for part in bumped}), refetched
+    assert client.policy_versions == {"taxi": ends_on}
+    assert client.stats.errors == 0
