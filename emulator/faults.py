@@ -1,4 +1,5 @@
-"""Faults injected per upstream target: down, slow, or answering 500."""
+"""Faults injected per upstream target: down, slow, answering 500, or lagging (reading a
+replica one data version behind)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ class FaultMode(StrEnum):
     DOWN = "down"
     SLOW = "slow"
     ERROR500 = "error500"
+    # answers from a read replica one data version behind, unless the call asks for a newer
+    # version (totw: a content tag v<N>), which the primary answers
+    LAGGING = "lagging"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,10 @@ class Faults:
 
     def snapshot(self) -> dict[str, dict[str, object]]:
         return {t: {"mode": f.mode.value, "delay_ms": f.delay_ms} for t, f in self._faults.items()}
+
+    def lagging(self, target: str) -> bool:
+        fault = self._faults.get(target)
+        return fault is not None and fault.mode is FaultMode.LAGGING
 
     async def hold(self, target: str) -> None:
         """A slow target holds its answer, already computed from the data as it was when the

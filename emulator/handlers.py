@@ -108,10 +108,24 @@ async def order_source(request: web.Request) -> web.Response:
     return await _respond(request, target, SourceResponse(orders, allowed))
 
 
+def _document(request: web.Request, target: str, order: Order, asked: ew.OrderRequest) -> Any:
+    """The order's document as the target serves it: the newest; or, lagging, the one before
+    the last change, unless the call asks for a version newer than that one (the design's
+    tag passed to the upstream: data no older than the version asked for)."""
+    previous = order.previous_doc
+    if (
+        request.app[FAULTS].lagging(target)
+        and previous is not None
+        and asked.asked_version() <= previous.get("version", 0)
+    ):
+        return {"orderid": order.orderid, **previous}
+    return {"orderid": order.orderid, **order.doc}
+
+
 async def taxiontheway(request: web.Request) -> web.Response:
     body = wire.decode(_order_request, await _upstream_call(request, "totw"))
     order = _find(request, "taxi", body.orderid, _user_id(request))
-    return await _respond(request, "totw", {"orderid": order.orderid, **order.doc})
+    return await _respond(request, "totw", _document(request, "totw", order, body))
 
 
 async def order_details(request: web.Request) -> web.Response:
@@ -121,7 +135,7 @@ async def order_details(request: web.Request) -> web.Response:
     target = f"{service}_details"
     body = wire.decode(_order_request, await _upstream_call(request, target))
     order = _find(request, service, body.orderid, _user_id(request))
-    return await _respond(request, target, {"orderid": order.orderid, **order.doc})
+    return await _respond(request, target, _document(request, target, order, body))
 
 
 async def generic_part(request: web.Request) -> web.Response:
@@ -136,7 +150,7 @@ async def generic_part(request: web.Request) -> web.Response:
     order = request.app[WORLD].find(body.orderid, _user_id(request))
     if order is None:
         raise NotFound(f"no order {body.orderid!r}", code="order_not_found")
-    return await _respond(request, target, {"orderid": order.orderid, **order.doc})
+    return await _respond(request, target, _document(request, target, order, body))
 
 
 async def taxiroute(request: web.Request) -> web.Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -15,12 +16,28 @@ MAX_SAFE_INTEGER = 2**53 - 1
 SafeCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 
 
+# a taxi content tag: the order_proc version it was written for
+_VERSION_TAG = re.compile(r"^v[0-9]{1,15}$")
+
+
 class OrderRequest(msgspec.Struct):
     """totw, eats/grocery details: other fields of the body are accepted and ignored. `tags`:
-    the content tags the client holds for the parts this call serves (recorded in stats)."""
+    the content tags the client holds for the parts this call serves; `at_least`: those
+    order_tags held before the call (both recorded in stats). A taxi content tag `v<N>` asks
+    for data of order_proc version N or newer."""
 
     orderid: OrderId
     tags: dict[PartName, ContentTag] = {}
+    at_least: dict[PartName, ContentTag] = {}
+
+    def asked_version(self) -> int:
+        """The newest order_proc version the call names (0: none)."""
+        versions = [
+            int(content[1:])
+            for content in (*self.tags.values(), *self.at_least.values())
+            if _VERSION_TAG.match(content)
+        ]
+        return max(versions, default=0)
 
 
 class CreateOrder(msgspec.Struct, forbid_unknown_fields=True):

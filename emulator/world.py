@@ -3,6 +3,7 @@ every mutation returns the `DataChange` that feature services then publish as ta
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections import deque
@@ -97,6 +98,8 @@ class Order:
     # request time of each feature's latest applied change
     idempotency: dict[str, int] = field(default_factory=dict)
     last_write_ms: dict[str, int] = field(default_factory=dict)
+    # the document before its last change: what a read replica one version behind serves
+    previous_doc: dict[str, Any] | None = None
 
     @property
     def version(self) -> int:
@@ -291,6 +294,7 @@ class World:
         return documents.place_status_fields(order.service, status, order.orderid, now)
 
     def _apply(self, order: Order, fields: dict[str, Any]) -> frozenset[str]:
+        order.previous_doc = copy.deepcopy(order.doc)
         changed = {"version"}
         for name, value in fields.items():
             if value is None:

@@ -52,6 +52,9 @@ class OrderFetch:
     # those of the requests that joined before it was sent (a later one gets data at least
     # as new as the tags read before the call, which are never older than its own)
     content_tags: dict[str, str] = field(default_factory=dict)
+    # the parts the requests joined before the call ask for: the call asks for data at least
+    # as new as their stored content tags
+    parts: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ class PartService:
             else:
                 self.metrics.part_coalesced.labels(endpoint.service, endpoint.rule.part_name).inc()
             # two devices of a user asking one part: the first one's tag goes
+            running.parts.add(part_name)
             held = upstream_content_tags(order.client_tag, endpoint.policy_version, now_ms)
             if held is not None:
                 running.content_tags.setdefault(part_name, held)
@@ -241,6 +245,18 @@ class PartService:
                     body["tags"] = dict(one.fetch.content_tags)
                 else:
                     body.pop("tags", None)
+                # the content tags read before the call, which the answer's tags will carry:
+                # an upstream with versions answers no older (a lagging read replica must
+                # not hand out old data under a new tag)
+                at_least = {
+                    part: one.fetch.stored[part]
+                    for part in sorted(one.fetch.parts)
+                    if one.fetch.stored and part in one.fetch.stored
+                }
+                if at_least:
+                    body["at_least"] = at_least
+                else:
+                    body.pop("at_least", None)
                 fetched = await upstream.fetch(body, headers)
                 if fetched.outcome is not FetchOutcome.STALE:
                     memo.put(one.key, Remembered(fetched, issued_ms, one.fetch.stored), issued_ms)

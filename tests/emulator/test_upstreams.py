@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp.test_utils import TestClient
 
 from emulator.documents import TOTW_FIELDS
-from tests.emulator_api import advance, create_order, stats
+from tests.emulator_api import advance, change, create_order, set_fault, stats
 
 
 def uid(user: str) -> dict[str, str]:
@@ -127,3 +129,31 @@ async def test_stats_count_calls_bytes_and_forwarded_headers(emulator: TestClien
         "X-Request-Id": f"rid-{unique}",
     }
     assert last["body"] == {"orderid": order["orderid"], "x": 1}
+
+
+async def test_lagging_totw_answers_a_version_no_older_than_the_one_asked_for(
+    emulator: TestClient, unique: str
+):
+    """The design passes the tag to totw so that order_proc's version can be honoured: a read
+    replica one version behind serves a call that asks for no newer version, and the primary
+    serves one that does (through the client's content tag or the one stored before the call)."""
+    order = await create_order(emulator, unique, status="driving")
+    changed = await change(emulator, "taxi", order["orderid"], {"comment": "gate 3"})
+    old, new = order["version"], changed["version"]
+    await set_fault(emulator, "totw", "lagging")
+
+    async def version_served(body: dict[str, Any]) -> int:
+        resp = await emulator.post(
+            "/3.0/taxiontheway", json={"orderid": order["orderid"], **body}, headers=uid(unique)
+        )
+        assert resp.status == 200, await resp.text()
+        version: int = (await resp.json())["version"]
+        return version
+
+    assert await version_served({}) == old
+    assert await version_served({"tags": {"fast_info": f"v{old}"}}) == old
+    assert await version_served({"tags": {"fast_info": f"v{new}"}}) == new
+    assert await version_served({"at_least": {"fast_info": f"v{new}"}}) == new
+    assert await version_served({"tags": {"chat": "bump-1"}}) == old  # no version in it
+    await set_fault(emulator, "totw", "ok")
+    assert await version_served({}) == new

@@ -177,8 +177,36 @@ async def test_headers_body_fields_and_the_content_tag_reach_the_upstream_never_
     # the content tag the client holds for the part (the order_proc version), not its tag
     content = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
     assert content is not None and content.startswith("v")
-    assert last["body"] == {**request_fields, "orderid": orderid, "tags": {"fast_info": content}}
+    assert last["body"] == {
+        **request_fields,
+        "orderid": orderid,
+        "tags": {"fast_info": content},
+        # what order_tags held before the call: the answer is tagged with it
+        "at_least": {"fast_info": content},
+    }
     assert client_tag not in json.dumps(served["recent"]["totw"])
+
+
+async def test_a_lagging_upstream_never_hands_out_old_data_under_a_new_tag(
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
+):
+    """A part is tagged with the content tag read before its upstream call. The call asks for
+    data at least that new (`at_least`), so totw on a read replica one version behind
+    answers from the primary: the part's version is the one its tag says."""
+    orderid = await create_order_id(emulator, unique, status="driving")
+    changed = await change(emulator, "taxi", orderid, {"comment": "gate 3"})
+    await set_fault(emulator, "totw", "lagging")
+    # the replica is behind: a call asking for no version gets the data before the change
+    assert (await totw(emulator, unique, orderid))["version"] < changed["version"]
+    body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
+    [part] = body["orders"]
+    stored = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
+    assert stored == f"v{changed['version']}"
+    tag = decode_tag(part["tag"])
+    assert tag is not None and tag.content == stored
+    assert part["version"] == changed["version"]
+    last = (await stats(emulator))["recent"]["totw"][-1]
+    assert last["body"]["at_least"] == {"fast_info": stored}
 
 
 async def test_the_order_source_is_told_the_known_orders_content_tags(
