@@ -31,6 +31,12 @@ def test_an_answer_the_client_already_has_is_no_news():
     assert not has_news({O1: "driving", O2: "cooking"}, [actual(O1), actual(O2, "cooking")])
 
 
+def test_a_policy_version_to_hold_other_than_the_clients_is_news():
+    # the client launches again at once, not after a wait
+    known = {O1: "driving"}
+    assert has_news(known, [actual(O1)], policy_changed=True)
+
+
 def test_no_orders_known_and_none_answered_is_no_news():
     assert not has_news({}, [])
 
