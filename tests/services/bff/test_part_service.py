@@ -171,7 +171,13 @@ async def test_the_upstream_gets_the_clients_content_tag_of_the_part_not_its_tag
         ENDPOINTS["fast_info"], [RequestedOrder("t1", held)], {"position": [37.6, 55.7]}, user("u")
     )
     [body] = upstream.bodies
-    assert body == {"position": [37.6, 55.7], "orderid": "t1", "tags": {"fast_info": "v17"}}
+    assert body == {
+        "position": [37.6, 55.7],
+        "orderid": "t1",
+        "tags": {"fast_info": "v17"},
+        # the stored content tag the answer will carry: data no older, please
+        "at_least": {"fast_info": "v18"},
+    }
     assert held not in str(body)
 
 
@@ -196,6 +202,7 @@ async def test_one_call_for_several_parts_carries_each_parts_content_tag():
     )
     [body] = upstream.bodies
     assert body["tags"] == {"fast_info": "v17", "rarely_changed": "r1"}
+    assert body["at_least"] == {"fast_info": "v18", "rarely_changed": "r2"}
 
 
 async def test_a_part_the_client_holds_no_content_tag_for_sends_none():
@@ -203,9 +210,13 @@ async def test_a_part_the_client_holds_no_content_tag_for_sends_none():
     upstream.release.set()
     parts = service(tags, upstream, remember_recent=False)
     # a new part, and one whose tag was issued while the tag cache was down; a client's own
-    # "tags" field is not taken for the server's
+    # "tags" or "at_least" field is not taken for the server's
     for held in (None, encode_tag(ENDPOINTS["fast_info"].policy_version, None, 1, degraded=True)):
         await parts.fetch_parts(
-            ENDPOINTS["fast_info"], [RequestedOrder("t1", held)], {"tags": "mine"}, user("u")
+            ENDPOINTS["fast_info"],
+            [RequestedOrder("t1", held)],
+            {"tags": "mine", "at_least": "mine"},
+            user("u"),
         )
+    # (nothing stored either: no at_least)
     assert [set(body) for body in upstream.bodies] == [{"orderid"}, {"orderid"}]
