@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from shared.errors import StartupError
+from shared.wire import MAX_PARTS
 
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent.parent / "policy" / "polling_policy.yaml"
 
@@ -185,6 +186,12 @@ class ServicePolicy(BaseModel):
                         f"{stage}.{index} (version {version}) has the same rules as {seen[version]}"
                     )
                 seen[version] = f"{stage}.{index}"
+        if len(self.tagged_parts) > MAX_PARTS:
+            raise ValueError(
+                f"its versions together have {len(self.tagged_parts)} tagged parts "
+                f"({', '.join(self.tagged_parts)}); an order's tags hold at most {MAX_PARTS}: "
+                "drop a deprecated version"
+            )
         return self
 
     @cached_property

@@ -220,3 +220,25 @@ def test_the_files_of_a_rollout_agree_on_each_versions_name():
     assert files["announcing"].stages[new] is Stage.ANNOUNCED
     assert files["new"].stages[old] is Stage.DEPRECATED
     assert old not in files["settled"].stages and files["settled"].policy_version == new
+
+
+def test_the_versions_of_a_service_together_tag_at_most_32_parts():
+    # order_tags holds at most 32 parts per order, and every served version's parts are tagged
+    data = raw()
+    data["services"]["taxi"]["announced"] = [
+        {
+            "rules": [
+                {
+                    "part_name": f"p{index}",
+                    "url": f"/mlutp/v9/taxi/p{index}",
+                    "fields": [f"field{index}"],
+                    "polling_type": "tag_defined",
+                    "part_type": "totw",
+                    "priority": index,
+                }
+                for index in range(28)
+            ]
+        }
+    ]
+    with pytest.raises(PolicyError, match="at most 32"):
+        parse_policy(data)
