@@ -33,6 +33,6 @@ Rules the client keeps:
 
 The modules, one job each: `client` (the cycle: launch, poll, fetch, show), `transport`
 (replicas, timeouts, counters), `model` (rules, orders, parts, views: data), `parts` (which
-requests, and what an answer does to a part), `view` (what a UI renders), `changes` (user
-changes), `route` (the route's own rule).
+requests, and what an answer does to a part), `policy` (when the policy version moves),
+`view` (what a UI renders), `changes` (user changes), `route` (the route's own rule).
 """

@@ -15,7 +15,6 @@ import aiohttp
 from client.changes import UserChanges
 from client.model import (
     STATE_KEYS,
-    SUPPORTED_PART_TYPES,
     ClientOptions,
     Order,
     OrderKey,
@@ -26,6 +25,7 @@ from client.model import (
     VersionSeen,
 )
 from client.parts import PartOutcome, apply_part, part_order, part_requests
+from client.policy import forget_moved_parts, rules_by_service, told_versions
 from client.route import ROUTE_TICK_S, route_request, routes_due
 from client.timing import next_poll
 from client.transport import ClientStats, Replicas, Transport
@@ -109,15 +109,14 @@ class MlutpClient:
 
     # --- the protocol ----------------------------------------------------------------------
 
-    async def launch(self, told_versions: Mapping[str, str] | None = None) -> None:
-        """Launch: the orders and the policy. `told_versions` are the policy versions a poll
-        told the client to hold: named in the request, so a launch replica that serves them
-        (announced, mid-rollout) hands them out, not its own current ones."""
+    async def launch(self, told: Mapping[str, str] | None = None) -> None:
+        """Launch: the orders and the policy. `told`: the versions a poll told the client to
+        hold, named so that a replica announcing them (mid-rollout) hands them out."""
         body: dict[str, Any] = {
             "supported_services": self.supported_services,
             "known_orders": self._known(),
         }
-        held = {**self.policy_versions, **(told_versions or {})}
+        held = {**self.policy_versions, **(told or {})}
         if held:
             body["policy_versions"] = held
         if self.options.extended_order_info:
@@ -127,21 +126,9 @@ class MlutpClient:
             return
         state = answer["mlutp_orders_state"]
         versions = dict(state.get("policy_versions", {}))
-        for order in self.orders:
-            if self.policy_versions.get(order.service, versions.get(order.service)) != (
-                versions.get(order.service)
-            ):
-                # tags of the old version name parts the new policy may not have: every part
-                # of the service is fetched anew from the new endpoints, once
-                order.parts = {}
+        forget_moved_parts(self.orders, self.policy_versions, versions)
         self.policy_versions = versions
-        self.rules = {}
-        for raw in state["polling_policy"]:
-            rule = Rule(**{**raw, "fields": tuple(raw["fields"])})
-            if rule.part_type in SUPPORTED_PART_TYPES:  # unknown part types are ignored
-                self.rules.setdefault(rule.service, []).append(rule)
-        for rules in self.rules.values():
-            rules.sort(key=lambda r: r.priority)
+        self.rules = rules_by_service(state["polling_policy"])
         await self._apply_state(state["orders"])
 
     async def cycle(self) -> None:
@@ -151,8 +138,8 @@ class MlutpClient:
             return
         self._parts_failed = False
         answer = await self._poll_state()
-        told = self._told_versions(answer.get("policy_versions", {})) if answer else {}
-        if told:
+        versions = (answer or {}).get("policy_versions", {})
+        if told := told_versions(self.policy_versions, versions, self.rules):
             # the client is told to hold another policy: fetch it at once
             await self.launch(told)
             return
@@ -259,14 +246,6 @@ class MlutpClient:
             if not self._poll_now.is_set():
                 return request.result()
             # an answer to a request without the new order would drop it as finished
-
-    def _told_versions(self, versions: dict[str, str]) -> dict[str, str]:
-        """The services whose policy the client holds in another version than it is told."""
-        return {
-            service: version
-            for service, version in versions.items()
-            if service in self.rules and self.policy_versions.get(service) != version
-        }
 
     def order_created(self, service: str, orderid: str, status: str) -> None:
         """The user made an order in this app, which got its id back: it is shown (loading)

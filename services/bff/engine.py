@@ -36,7 +36,7 @@ from shared.protocol.interval import IntervalRules, polling_interval_ms
 from shared.protocol.list_tags import within_created_grace
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
-from shared.protocol.policy_versions import held_version, version_to_hold
+from shared.protocol.policy_versions import held_versions, versions_to_hold
 from shared.protocol.tags import known_content_tags, refetch_phase
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
 from shared.wire import USER_HEADER, ListKey, OrderKey
@@ -118,38 +118,6 @@ class OrdersStateEngine:
     def _capabilities(self, service: str) -> tuple[str, ...]:
         served = self.policy.services.get(service)
         return served.change_capabilities if served is not None else ()
-
-    def held_versions(
-        self,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        stated: Mapping[str, str],
-    ) -> dict[str, str]:
-        """The policy version the client holds of each queried service served: the one it
-        states, else the one its tags are of (docs/protocol.md: Policy changes)."""
-        held: dict[str, str] = {}
-        for service in services:
-            served = self.policy.services.get(service)
-            if served is None:
-                continue
-            held[service] = held_version(
-                stated.get(service),
-                (k.order.tags for k in known if k.order.service == service),
-                served.stages,
-                served.policy_version,
-            )
-        return held
-
-    def versions_to_hold(self, held: Mapping[str, str]) -> dict[str, str]:
-        """The version of each service the client is told to hold: its own while this
-        server serves it as current or announced, else the current one; a client told
-        another than it holds fetches the policy again."""
-        return {
-            service: version_to_hold(
-                version, self.policy.services[service].stages, self.policy.version(service)
-            )
-            for service, version in held.items()
-        }
 
     def policy_rules(self, versions: Mapping[str, str]) -> list[msgspec.Raw]:
         """The rules of these versions (service → version, each one launch hands out), as
@@ -296,8 +264,13 @@ class OrdersStateEngine:
         are decided by the policy version the client holds, or with `handing_out` (launch)
         by the version it is handed."""
         with self.metrics.poll_look.time():
-            held = self.held_versions(known, services, stated_versions or {})
-            to_hold = self.versions_to_hold(held)
+            held = held_versions(
+                self.policy,
+                services,
+                stated_versions or {},
+                ((k.order.service, k.order.tags) for k in known),
+            )
+            to_hold = versions_to_hold(self.policy, held)
             return await self._look(
                 known, services, headers, to_hold if handing_out else held, to_hold, held
             )

@@ -11,9 +11,9 @@ launches again, so a launch replica that only announces that version still hands
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from shared.policy import Stage
+from shared.policy import PollingPolicy, Stage
 from shared.protocol.tags import decode_tag
 
 
@@ -46,3 +46,35 @@ def version_to_hold(held: str, stages: Mapping[str, Stage], current: str) -> str
     with it; else (deprecated, unknown) the current one."""
     stage = stages.get(held)
     return held if stage is not None and stage.kept else current
+
+
+def held_versions(
+    policy: PollingPolicy,
+    services: Sequence[str],
+    stated: Mapping[str, str],
+    client_tags: Iterable[tuple[str, Mapping[str, str]]],
+) -> dict[str, str]:
+    """held_version of each queried service the policy serves; `client_tags` are the
+    (service, tags) of the client's known orders."""
+    tags = list(client_tags)
+    held: dict[str, str] = {}
+    for service in services:
+        served = policy.services.get(service)
+        if served is not None:
+            held[service] = held_version(
+                stated.get(service),
+                (order_tags for of, order_tags in tags if of == service),
+                served.stages,
+                served.policy_version,
+            )
+    return held
+
+
+def versions_to_hold(policy: PollingPolicy, held: Mapping[str, str]) -> dict[str, str]:
+    """version_to_hold of each service in `held`."""
+    return {
+        service: version_to_hold(
+            version, policy.services[service].stages, policy.services[service].policy_version
+        )
+        for service, version in held.items()
+    }

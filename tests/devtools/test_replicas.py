@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import random
 import time
 from collections.abc import AsyncIterator
@@ -16,36 +15,25 @@ from typing import Any
 import aiohttp
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 
 from client.client import MlutpClient
 from client.model import ClientOptions
-from devtools.stack import STACK, Stack, free_ports_env
+from devtools.stack import STACK, Stack
 from shared.redis import tags_key
-from tests.helpers import cut
+from tests.stack_api import UID, emulator_post, metric, stack_env, totw_fields
 
 REPLICAS = 2
-UID = "X-Yandex-UID"
 
 
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
-    env = dict(os.environ)
-    env.pop("REDIS_URL", None)
-    env.pop("REDIS_CLUSTER_NODES", None)
-    env.update(free_ports_env())
-    env.update(
-        {
-            "LOG_LEVEL": "WARNING",
-            # a change is seen on the next cycle: no min TTL to wait out
-            "MLUTP_MIN_TTL_S": "0",
-            # generous sockets: a loaded CI machine must not make a shard look down
-            "REDIS_SOCKET_TIMEOUT_S": "1",
-            "REDIS_CONNECT_TIMEOUT_S": "1",
-            "REDIS_COMMAND_DEADLINE_S": "2",
-            "MLUTP_TAGS_DEADLINE_S": "1",
-            "MLUTP_SOURCE_DEADLINE_S": "1",
-        }
+    # generous sockets: a loaded CI machine must not make a shard look down
+    env = stack_env(
+        REDIS_SOCKET_TIMEOUT_S="1",
+        REDIS_CONNECT_TIMEOUT_S="1",
+        REDIS_COMMAND_DEADLINE_S="2",
+        MLUTP_TAGS_DEADLINE_S="1",
+        MLUTP_SOURCE_DEADLINE_S="1",
     )
     services = [s for s in STACK if s.name != "demo"]
     stack = Stack(env, services, replicas=REPLICAS, redis_cluster_masters=3)
@@ -56,49 +44,12 @@ async def stack() -> AsyncIterator[Stack]:
         await stack.close()
 
 
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        yield session
-
-
-async def emulator_post(
-    session: aiohttp.ClientSession, stack: Stack, path: str, body: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    async with session.post(f"{stack.url('emulator')}{path}", json=body or {}) as response:
-        assert response.status == 200, await response.text()
-        answer: dict[str, Any] = await response.json()
-        return answer
-
-
 async def create_order(
     session: aiohttp.ClientSession, stack: Stack, user: str, status: str | None = None
 ) -> str:
     body = {"user_id": user, "service": "taxi", **({"status": status} if status else {})}
     orderid: str = (await emulator_post(session, stack, "/emulator/v1/orders", body))["orderid"]
     return orderid
-
-
-async def totw_fields(
-    session: aiohttp.ClientSession, stack: Stack, user: str, orderid: str
-) -> dict[str, Any]:
-    async with session.post(
-        f"{stack.url('emulator')}/3.0/taxiontheway", json={"orderid": orderid}, headers={UID: user}
-    ) as response:
-        doc: dict[str, Any] = await response.json()
-    return cut(doc)
-
-
-async def metric(session: aiohttp.ClientSession, url: str, name: str, **labels: str) -> float:
-    """The sum of a metric's samples (with those labels) in one process's /metrics."""
-    async with session.get(f"{url}/metrics") as response:
-        text = await response.text()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def make_client(

@@ -6,25 +6,22 @@ part of each version once, launches at most twice, and a change made mid-rollout
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from client.client import MlutpClient
 from client.model import ClientOptions
-from devtools.stack import STACK, Stack, free_ports_env
+from devtools.stack import STACK, Stack
 from shared.policy import parse_policy
-from tests.helpers import cut, rollout_policy_files
+from tests.helpers import rollout_policy_files
+from tests.stack_api import emulator_post, metric, samples, stack_env, totw_fields
 
-UID = "X-Yandex-UID"
 FILES = rollout_policy_files()
 VERSIONS = {name: parse_policy(data).version("taxi") for name, data in FILES.items()}
 TAXI_PARTS = {
@@ -53,18 +50,7 @@ async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     for name in (first, second):
         paths[name] = tmp_path / f"{name}.yaml"
         paths[name].write_text(yaml.safe_dump(FILES[name]))
-    env = dict(os.environ)
-    env.pop("REDIS_URL", None)
-    env.pop("REDIS_CLUSTER_NODES", None)
-    env.update(free_ports_env())
-    env.update(
-        {
-            "LOG_LEVEL": "WARNING",
-            # a change is seen on the next cycle: no min TTL to wait out
-            "MLUTP_MIN_TTL_S": "0",
-            "MLUTP_POLICY_PATH": str(paths[first]),
-        }
-    )
+    env = stack_env(MLUTP_POLICY_PATH=str(paths[first]))
     services = [s for s in STACK if s.name != "demo"]
     stack = Stack(
         env, services, replicas=2, replica_env={1: {"MLUTP_POLICY_PATH": str(paths[second])}}
@@ -76,62 +62,19 @@ async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await stack.close()
 
 
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        yield session
-
-
-async def emulator_post(
-    session: aiohttp.ClientSession, stack: Stack, path: str, body: dict[str, Any]
-) -> dict[str, Any]:
-    async with session.post(f"{stack.url('emulator')}{path}", json=body) as response:
-        assert response.status == 200, await response.text()
-        answer: dict[str, Any] = await response.json()
-        return answer
-
-
-async def samples(session: aiohttp.ClientSession, urls: list[str], name: str) -> list[Any]:
-    found = []
-    for url in urls:
-        async with session.get(f"{url}/metrics") as response:
-            text = await response.text()
-        found += [
-            sample
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == name
-        ]
-    return found
-
-
 async def part_requests(session: aiohttp.ClientSession, stack: Stack) -> Counter[tuple[str, str]]:
     """(policy version, part) → requests, over every replica: part endpoints, and launch's
     inline required parts."""
-    urls = stack.urls("orders_state") + stack.urls("launch")
     counted: Counter[tuple[str, str]] = Counter()
-    for sample in await samples(session, urls, "mlutp_part_requests_total"):
-        counted[sample.labels["policy_version"], sample.labels["part"]] += int(sample.value)
+    for url in stack.urls("orders_state") + stack.urls("launch"):
+        for sample in await samples(session, url, "mlutp_part_requests_total"):
+            counted[sample.labels["policy_version"], sample.labels["part"]] += int(sample.value)
     return counted
 
 
 async def requests_to(session: aiohttp.ClientSession, urls: list[str], route: str) -> list[int]:
     """Requests each of these processes answered on a route."""
-    counts = []
-    for url in urls:
-        found = await samples(session, [url], "http_requests_total")
-        counts.append(int(sum(s.value for s in found if s.labels.get("route") == route)))
-    return counts
-
-
-async def totw_fields(
-    session: aiohttp.ClientSession, stack: Stack, user: str, orderid: str
-) -> dict[str, Any]:
-    async with session.post(
-        f"{stack.url('emulator')}/3.0/taxiontheway", json={"orderid": orderid}, headers={UID: user}
-    ) as response:
-        doc: dict[str, Any] = await response.json()
-    return cut(doc)
+    return [int(await metric(session, url, "http_requests_total", route=route)) for url in urls]
 
 
 async def test_a_client_alternating_over_a_fleet_mid_rollout_switches_at_most_once(

@@ -28,22 +28,25 @@ async def replicas_on(
     return await make_orders_state(protocol=protocol), await make_launch(protocol=protocol)
 
 
-async def state(client: TestClient, user: str, held: str | None) -> dict[str, Any]:
+async def ask(
+    client: TestClient, user: str, version: str | None, path: str = "/mlutp/v1/orders/state"
+) -> dict[str, Any]:
+    """A poll (or a launch) of the user's taxi orders, naming the version it holds (or was
+    told)."""
     body: dict[str, Any] = {"supported_services": ["taxi"]}
-    if held is not None:
-        body["policy_versions"] = {"taxi": held}
-    status, answer, _ = await poll(client, user, body)
+    if version is not None:
+        body["policy_versions"] = {"taxi": version}
+    status, answer, _ = await poll(client, user, body, path)
     assert status == 200, answer
     return answer
 
 
+async def state(client: TestClient, user: str, held: str | None) -> dict[str, Any]:
+    return await ask(client, user, held)
+
+
 async def launched(client: TestClient, user: str, told: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"supported_services": ["taxi"]}
-    if told is not None:
-        body["policy_versions"] = {"taxi": told}
-    status, answer, _ = await poll(client, user, body, "/4.0/launch")
-    assert status == 200, answer
-    result: dict[str, Any] = answer["mlutp_orders_state"]
+    result: dict[str, Any] = (await ask(client, user, told, "/4.0/launch"))["mlutp_orders_state"]
     return result
 
 
