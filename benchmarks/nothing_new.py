@@ -4,9 +4,11 @@ in one run, next to the legacy pass-through and `GET /ping` on the same stack.
 
 A superapp client: one driving taxi order known with every tag current, and taxi, eats and
 grocery queried (docs/protocol.md: List tags). For each setting (`MLUTP_LIST_TAGS`,
-`MLUTP_JOIN_TAG_READS`) a stack of its own: U users, a warm-up poll each (it keeps the
-sources' answers), then N requests of each kind, 20 at a time, measured by the CPU the
-processes used (psutil; Redis by its own INFO) and the order source calls the emulator served.
+`MLUTP_JOIN_TAG_READS`, `MLUTP_TAG_READS_IN_FLIGHT`) a stack of its own: U users, a warm-up
+poll each (it keeps the sources' answers and gives the answer's ETag), then N requests of each
+kind, 20 at a time, measured by the CPU the processes used (psutil; Redis by its own INFO) and
+the order source calls the emulator served. `poll` is answered in full; `poll 304` sends the
+warm-up answer's ETag in If-None-Match, as the reference client does, and gets a 304.
 
     python benchmarks/nothing_new.py [--users 200] [--requests 3000] [--concurrency 20]
 """
@@ -41,6 +43,12 @@ async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
 
 SETTINGS = {
     "joined reads": {"MLUTP_LIST_TAGS": "true", "MLUTP_JOIN_TAG_READS": "true"},
+    # joined only within a turn of the loop: no read waits for a call in flight
+    "turn only": {
+        "MLUTP_LIST_TAGS": "true",
+        "MLUTP_JOIN_TAG_READS": "true",
+        "MLUTP_TAG_READS_IN_FLIGHT": "0",
+    },
     "read each": {"MLUTP_LIST_TAGS": "true", "MLUTP_JOIN_TAG_READS": "false"},
     "no list tags": {"MLUTP_LIST_TAGS": "false", "MLUTP_JOIN_TAG_READS": "true"},
 }
@@ -68,10 +76,24 @@ async def run(
                     assert r.status == 200, payload
                     return len(payload)
 
-            def poll(index: int) -> Awaitable[int]:
+            etags: dict[str, str] = {}
+
+            async def poll(index: int, *, revalidate: bool = False) -> int:
                 user, _ = orders[index % users]
                 body = {"known_orders": [bodies[index % users]], "supported_services": SUPERAPP}
-                return post(f"{state}/mlutp/v1/orders/state", user, body)
+                headers = {"X-Yandex-UID": user}
+                if revalidate:
+                    headers["If-None-Match"] = etags[user]
+                async with session.post(
+                    f"{state}/mlutp/v1/orders/state", json=body, headers=headers
+                ) as r:
+                    payload = await r.read()
+                    assert r.status == (304 if revalidate else 200), (r.status, payload)
+                    etags[user] = r.headers["ETag"]
+                    return len(payload)
+
+            def poll_304(index: int) -> Awaitable[int]:
+                return poll(index, revalidate=True)
 
             def legacy(index: int) -> Awaitable[int]:
                 user, orderid = orders[index % users]
@@ -85,11 +107,12 @@ async def run(
             await measure(stack, redis, users, concurrency, poll)
             before = await source_calls(session, emulator)
             costs = {"poll": await measure(stack, redis, requests, concurrency, poll)}
+            costs["poll 304"] = await measure(stack, redis, requests, concurrency, poll_304)
             polled_sources = await source_calls(session, emulator) - before
             costs["legacy"] = await measure(stack, redis, requests, concurrency, legacy)
             costs["ping"] = await measure(stack, redis, requests, concurrency, ping)
         await redis.aclose()
-    return {"costs": costs, "source_calls_per_poll": polled_sources / requests}
+    return {"costs": costs, "source_calls_per_poll": polled_sources / (2 * requests)}
 
 
 def bff_ms(cost: Cost) -> float:
@@ -105,7 +128,7 @@ async def main(users: int, requests: int, concurrency: int) -> None:
     print(f"{users} users, a superapp poll ({', '.join(SUPERAPP)}) with nothing new; ", end="")
     print(f"{requests} requests of each kind, {concurrency} at a time; CPU ms per request")
     head = (
-        f"{'setting':<14}{'request':<9}{'orders_state':>13}{'order_tags':>12}{'redis':>8}"
+        f"{'setting':<14}{'request':<10}{'orders_state':>13}{'order_tags':>12}{'redis':>8}"
         f"{'sources':>9}{'BFF total':>11}{'source calls':>14}"
     )
     print(head)
@@ -113,20 +136,23 @@ async def main(users: int, requests: int, concurrency: int) -> None:
         for kind, cost in result["costs"].items():
             calls = f"{result['source_calls_per_poll']:.3f}" if kind == "poll" else ""
             print(
-                f"{setting:<14}{kind:<9}"
+                f"{setting:<14}{kind:<10}"
                 f"{cost.per_request(cost.cpu_s['orders_state']) * 1000:>13.3f}"
                 f"{cost.per_request(cost.cpu_s['order_tags']) * 1000:>12.3f}"
                 f"{cost.per_request(cost.cpu_s['redis']) * 1000:>8.3f}"
                 f"{cost.per_request(cost.cpu_s['emulator']) * 1000:>9.3f}"
                 f"{bff_ms(cost):>11.3f}{calls:>14}"
             )
-    on, each, off = (results[s]["costs"] for s in SETTINGS)
+    on, turn, each, off = (results[s]["costs"] for s in SETTINGS)
     print(
         f"\npoll BFF CPU, list tags / none: {bff_ms(on['poll']) / bff_ms(off['poll']):.2f}; "
         f"joined reads / read each: {bff_ms(on['poll']) / bff_ms(each['poll']):.2f}; "
+        f"joined / joined within a turn only: {bff_ms(on['poll']) / bff_ms(turn['poll']):.2f}; "
+        f"poll 304 / poll: {bff_ms(on['poll 304']) / bff_ms(on['poll']):.2f}; "
         f"poll / legacy pass-through (same run): "
         f"{bff_ms(on['poll']) / bff_ms(on['legacy']):.2f}; "
-        f"poll / ping: {bff_ms(on['poll']) / bff_ms(on['ping']):.1f}"
+        f"poll / ping: {bff_ms(on['poll']) / bff_ms(on['ping']):.1f}; "
+        f"poll 304 / legacy pass-through: {bff_ms(on['poll 304']) / bff_ms(on['legacy']):.2f}"
     )
 
 

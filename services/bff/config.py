@@ -158,6 +158,9 @@ class ProtocolSettings(BaseSettings):
     # the tag reads of polls that reach them in the same turn of the event loop go to
     # order_tags as one call (up to its limits per call); off only to measure what it saves
     join_tag_reads: bool = True
+    # joined tag reads out at once: the reads that come while this many are out go together
+    # in one call when one ends, or at once when they fill a call (0: no limit)
+    tag_reads_in_flight: int = Field(2, ge=0)
     admission_lag_target_ms: float = Field(10.0, gt=0)
     admission_sample_s: float = Field(0.01, gt=0, le=1)
     overload_retry_after_s: int = Field(2, ge=1)

@@ -73,7 +73,7 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
         store: TagStore = tags_client
         joined = None
         if protocol.join_tag_reads:
-            store = joined = JoinedTagReads(tags_client)
+            store = joined = JoinedTagReads(tags_client, max_in_flight=protocol.tag_reads_in_flight)
         app[TAG_CACHE] = TagCache(
             store,
             CircuitBreaker(protocol.circuit_failures, protocol.circuit_open_s),

@@ -1,13 +1,17 @@
 """Tag reads of concurrent polls joined into one order_tags call (request coalescing, as a
 DataLoader does): the polls that reach their tag read in the same turn of the event loop share
-one request, up to order_tags' limits per request. None of them waits for another: the call
-goes out on the loop's next turn. Under load one order_tags request (one HTTP exchange, one
-Redis round trip per shard) serves many polls, which is most of what a poll with nothing new
-costs order_tags and this process's HTTP client."""
+one request, up to order_tags' limits per request. The call goes out on the loop's next turn,
+unless `max_in_flight` calls are out already: then the reads that come meanwhile gather and go
+out together as soon as one of those calls is answered, or at once when they fill a call
+(adaptive batching: a read waits at most one call's round trip, and only while order_tags is
+busy with others). Under load one
+order_tags request (one HTTP exchange, one Redis round trip per shard) serves many polls, which
+is most of what a poll with nothing new costs order_tags and this process's HTTP client."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,9 +57,14 @@ class JoinedTagReads:
     """A TagStore whose reads of one turn of the loop go out as one call; its other calls pass
     through. A failed call fails every read joined in it, as each would have failed alone."""
 
-    def __init__(self, store: TagStore) -> None:
+    def __init__(self, store: TagStore, *, max_in_flight: int = 0) -> None:
         self.store = store
+        # 0: no limit, every turn's reads go out at once
+        self.max_in_flight = max_in_flight
+        # the batch that reads join now, and full ones waiting for a call to end
         self._open: _Batch | None = None
+        self._full: deque[_Batch] = deque()
+        self._dispatch_due = False
         # the calls in flight: kept until done (a task nobody holds may be collected)
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -80,20 +89,43 @@ class JoinedTagReads:
         loop = asyncio.get_running_loop()
         batch = self._open
         if batch is None or not batch.fits(orders, lists, force_per_minute):
+            if batch is not None:
+                self._full.append(batch)
             batch = self._open = _Batch(force_per_minute, deadline_s)
-            loop.call_soon(self._send, batch)
         reader = _Reader(orders, lists, force, loop.create_future())
         batch.readers.append(reader)
         batch.orders += len(orders)
         batch.lists += len(lists)
+        self._dispatch_soon()
         return await reader.answered
 
-    def _send(self, batch: _Batch) -> None:
-        if self._open is batch:
-            self._open = None
+    def _dispatch_soon(self) -> None:
+        """On the loop's next turn: the reads of this turn join first."""
+        if not self._dispatch_due:
+            self._dispatch_due = True
+            asyncio.get_running_loop().call_soon(self._dispatch)
+
+    def _dispatch(self) -> None:
+        self._dispatch_due = False
+        # a full batch gains nothing by waiting: the limit only lets a part-filled one gather
+        # more, so it never caps how many reads order_tags is sent
+        while self._full:
+            self._start(self._full.popleft())
+        if self._open is not None and (
+            not self.max_in_flight or len(self._sending) < self.max_in_flight
+        ):
+            batch, self._open = self._open, None
+            self._start(batch)
+
+    def _start(self, batch: _Batch) -> None:
         task = asyncio.create_task(self._call(batch))
         self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        if self._open is not None:
+            self._dispatch_soon()
 
     async def _call(self, batch: _Batch) -> None:
         readers = [reader for reader in batch.readers if not reader.answered.done()]
@@ -153,6 +185,8 @@ class JoinedTagReads:
         return await self.store.create(orders, deadline_s=deadline_s)
 
     async def close(self) -> None:
-        """Until the calls in flight are done."""
-        if self._sending:
+        """Until the calls in flight, and the reads gathered behind them, are done."""
+        while self._sending or self._full or self._open is not None:
+            if not self._sending:
+                self._dispatch()
             await asyncio.gather(*self._sending, return_exceptions=True)

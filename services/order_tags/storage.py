@@ -7,6 +7,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
+from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from shared.errors import BadRequest, RedisUnavailable
@@ -94,6 +95,34 @@ end
 return 1
 """
 
+# A whole read in one command, on a single Redis (on a cluster its keys are in many slots: a
+# pipeline of the commands above, one round trip per shard). KEYS: the orders' hashes, the
+# forced orders' counts, then each list's tag and kept answer; ARGV: how many orders and forced
+# orders, the force window, the lists' ttl, then a new tag per list. Answers the orders' hashes
+# (flat), the forced orders' counts, and each list's tag and kept answer. The client's cost is
+# per command, not per key: one command where a read of a superapp poll took four.
+READ_ALL_SCRIPT = """
+local orders = tonumber(ARGV[1])
+local forced = tonumber(ARGV[2])
+local hashes, counts, lists = {}, {}, {}
+for i = 1, orders do
+  hashes[i] = redis.call("HGETALL", KEYS[i])
+end
+for i = 1, forced do
+  local key = KEYS[orders + i]
+  counts[i] = redis.call("INCR", key)
+  redis.call("EXPIRE", key, ARGV[3], "NX")
+end
+local first = orders + forced
+for i = 1, (#KEYS - first) / 2 do
+  local tag_key, kept_key = KEYS[first + 2 * i - 1], KEYS[first + 2 * i]
+  local new_tag = ARGV[4 + i]
+  local tag = redis.call("SET", tag_key, new_tag, "NX", "GET", "EX", ARGV[4])
+  lists[i] = {tag or new_tag, redis.call("GET", kept_key)}
+end
+return {hashes, counts, lists}
+"""
+
 CREATED_FIELD = "_created"
 OWNER_FIELD = "_owner"
 # the window of an order's force budget
@@ -142,6 +171,8 @@ class TagStore:
         self.deadline_s = deadline_s
         # off only to measure what publishing costs (benchmarks/order_tags_publish.py)
         self.publish = publish
+        # a single Redis reads in one command; a cluster, a pipeline of commands per shard
+        self.single = not isinstance(redis, RedisCluster)
         self._set_script = redis.register_script(SET_TAGS_SCRIPT)
         self._delete_script = redis.register_script(DELETE_TAGS_SCRIPT)
         self._bump_list_script = redis.register_script(BUMP_LIST_SCRIPT)
@@ -175,6 +206,8 @@ class TagStore:
         budget, in one pipeline: one round trip per shard. A list's tag and its kept answer
         share a hash tag: one shard; so do an order's tags and its force count."""
         forced = list(dict.fromkeys(force))
+        if self.single:
+            return await self._run(lambda: self._read_all(orders, lists, forced, force_per_minute))
 
         async def operation() -> tuple[
             list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]
@@ -210,6 +243,27 @@ class TagStore:
             return tags, listed, honoured
 
         return await self._run(operation)
+
+    async def _read_all(
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey],
+        forced: Sequence[OrderKey],
+        force_per_minute: int,
+    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]]:
+        """`read` on a single Redis: one command."""
+        keys = [tags_key(order.service, order.orderid) for order in orders]
+        keys += [force_key(order.service, order.orderid) for order in forced]
+        for one in lists:
+            keys += [list_key(one.service, one.user_id), kept_answer_key(one.service, one.user_id)]
+        args: list[str | int] = [len(orders), len(forced), FORCE_WINDOW_S, self.ttl_s]
+        args += [new_content_tag() for _ in lists]
+        hashes, counts, listed = await self.redis.eval(READ_ALL_SCRIPT, len(keys), *keys, *args)
+        tags = [split_created(dict(zip(flat[::2], flat[1::2], strict=True))) for flat in hashes]
+        honoured = {
+            order for order, count in zip(forced, counts, strict=True) if count <= force_per_minute
+        }
+        return tags, [(tag, kept or None) for tag, kept in listed], honoured
 
     async def bump_list(self, service: str, user_id: str) -> str:
         """A new list tag: what the source lists for the user changed. Published on the

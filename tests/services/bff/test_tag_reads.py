@@ -127,3 +127,75 @@ async def test_a_read_given_up_on_leaves_the_others_answered():
         await gone
     assert [o.orderid for o in (await staying).orders] == ["staying-0", "staying-1"]
     await joined.close()
+
+
+class HeldStore(EchoStore):
+    """An EchoStore whose calls stay out until released: the moment a read comes while
+    order_tags is busy with others. Records how many calls were out at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.out = 0
+        self.most_out = 0
+        self.called = asyncio.Condition()
+
+    async def read(
+        self,
+        orders: Sequence[OrderKey],
+        lists: Sequence[ListKey] = (),
+        *,
+        force: Sequence[OrderKey] = (),
+        force_per_minute: int = 0,
+        deadline_s: float | None = None,
+    ) -> TagsGetResponse:
+        self.out += 1
+        self.most_out = max(self.most_out, self.out)
+        async with self.called:
+            self.called.notify_all()
+        try:
+            await self.release.wait()
+            return await super().read(orders, lists, force=force, force_per_minute=force_per_minute)
+        finally:
+            self.out -= 1
+
+
+async def test_reads_that_come_while_calls_are_out_go_together_when_one_ends():
+    store = HeldStore()
+    joined = JoinedTagReads(store, max_in_flight=1)  # type: ignore[arg-type]
+    first = asyncio.create_task(joined.read(*poll_of("first", 1)))
+    async with store.called:
+        await store.called.wait_for(lambda: store.out == 1)
+    # order_tags is busy with the first call: these wait for it, then go as one
+    later = {
+        f"u{index}": asyncio.create_task(joined.read(*poll_of(f"u{index}", 2)))
+        for index in range(5)
+    }
+    await asyncio.sleep(0)
+    assert len(store.calls) == 0 and store.out == 1
+    store.release.set()
+    assert [o.orderid for o in (await first).orders] == ["first-0"]
+    for user, task in later.items():
+        assert [o.orderid for o in (await task).orders] == [f"{user}-0", f"{user}-1"]
+    assert store.most_out == 1
+    assert store.calls == [(1, 2), (10, 10)]
+
+
+async def test_reads_that_fill_a_call_go_at_once_however_many_calls_are_out():
+    store = HeldStore()
+    joined = JoinedTagReads(store, max_in_flight=1)  # type: ignore[arg-type]
+    first = asyncio.create_task(joined.read(*poll_of("first", 1)))
+    async with store.called:
+        await store.called.wait_for(lambda: store.out == 1)
+    # 20 polls of 2 lists each: two full calls of 8 (order_tags' lists per call), and 4 polls
+    # that wait for a call to end
+    polls = [poll_of(f"u{index}", 1) for index in range(20)]
+    reads = [asyncio.create_task(joined.read(orders, lists)) for orders, lists in polls]
+    async with store.called:
+        await store.called.wait_for(lambda: store.out == 3)
+    assert store.calls == []
+    store.release.set()
+    answers = await asyncio.gather(first, *reads)
+    assert [answer.orders[0].orderid for answer in answers[1:]] == [f"u{i}-0" for i in range(20)]
+    assert sorted(store.calls) == [(1, 2), (4, 8), (8, 16), (8, 16)]
+    await joined.close()
