@@ -113,7 +113,7 @@ async def measure(
     return Cost(requests, seconds, cpu, redis1[1] - redis0[1], redis1[2] - redis0[2], answer_bytes)
 
 
-async def main(users: int, requests: int, concurrency: int) -> None:
+async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
     env |= {"EMULATOR_DRIVER_ENABLED": "false", "MLUTP_RECENT_MEMO_BYTES": "0"}
     # what a request costs, not admission control: the waiting polls come back all at once
@@ -172,7 +172,7 @@ async def main(users: int, requests: int, concurrency: int) -> None:
                 "waiting": await measure(
                     stack,
                     redis,
-                    min(users, concurrency * 10) * 5,
+                    min(users, concurrency * 10) * waits,
                     min(users, concurrency * 10),
                     poll(1000),
                 ),
@@ -225,5 +225,6 @@ if __name__ == "__main__":
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--waits", type=int, default=5, help="waiting polls per user")
     args = parser.parse_args()
-    uvloop.run(main(args.users, args.requests, args.concurrency))
+    uvloop.run(main(args.users, args.requests, args.concurrency, args.waits))

@@ -295,7 +295,9 @@ class WaitingPolls:
                 await asyncio.sleep(self.config.wakeup_settle_s)
                 if self.shutting_down:
                     return WaitedAnswer(result, WaitCause.SHUTDOWN)
-            if not woken and loop.time() >= ends_at:
+            # the timer, not the clock: a loop's timer may fire a little before its moment
+            # by the loop's clock (uvloop's clock has whole milliseconds), and that is the end
+            if not woken and wake_at >= ends_at:
                 # the last look had no news, and the client polls again at once: a lost
                 # wake-up is seen by that poll's tags, so looking again here would only double
                 # every idle client's cost (a source call and a tag read per wait)
