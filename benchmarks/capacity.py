@@ -6,18 +6,22 @@ fixed number of requests at a fixed concurrency, each measured by the CPU time t
 used (psutil; Redis by its own INFO), Redis's commands and network bytes, and the bytes of
 the answers:
 
-- poll: orders/state with the order known and every tag current (no news), wait_ms 0;
+- poll: orders/state of a superapp client (taxi, eats and grocery queried) with the order known
+  and every tag current (no news), wait_ms 0;
 - part: fast_info of one order (the recent-fetch memo off, so each is a real upstream call);
 - legacy: /3.0/taxiontheway through orders_state (what the old polling cost this layer);
 - waiting: orders/state with wait_ms 1000 and no news, answered at its wait's end (a waiting
   poll's look, subscription and answer; holding itself costs next to nothing); each user
-  polls again at once when answered, five times, as a waiting client does.
+  polls again at once when answered, `--waits` times (20), as a waiting client does;
+- re-ask: the first poll of as many new users, which have no kept source answer: each of the
+  three sources is asked and its answer kept (what a poll costs when its kept answers are
+  older than `list_max_age`, or its list changed).
 
 Then, side by side, the CPU, Redis commands and bytes of one active order for a minute under
-each scheme, at the rates `mlutp loadtest` measured (docs/loadtest-results.md): the ratio is
+each scheme, at the rates `mlutp loadtest` measured (RATES, docs/capacity.md): the ratio is
 the comparison; the absolute figures are this machine's.
 
-    python benchmarks/capacity.py [--users 200] [--requests 3000] [--concurrency 20]
+    python benchmarks/capacity.py [--users 200] [--requests 3000] [--concurrency 20] [--waits 20]
 """
 
 from __future__ import annotations
@@ -44,12 +48,17 @@ from devtools.stack import STACK, Stack, free_ports_env, own_stack
 from shared.redis import tags_key
 
 PROCESSES = ("orders_state", "order_tags", "emulator")
-# per active order and minute, from `mlutp loadtest --clients 500 --duration 180`
-# (docs/loadtest-results.md, "The waiting poll, with new orders known at once")
+# what a superapp client queries on every poll (docs/capacity.md: 3M superapp clients)
+SUPERAPP = ["taxi", "eats", "grocery"]
+# per active order and minute, from `mlutp loadtest --clients 500 --duration 180
+# --created-elsewhere 0.3` (docs/capacity.md): each phase's requests over its active
+# order-minutes; "part" is every request but polls (parts, route, launch); "re-ask" is the
+# polls that asked the sources again (src/cl-min over the three services a poll queries),
+# costed as what they add to a poll
 RATES = {
-    "legacy": {"legacy": 9.03},
-    "mlutp": {"poll": 13.87, "part": 1.31},
-    "mlutp_wait": {"waiting": 3.05, "part": 1.40},
+    "legacy": {"legacy": 9.09},
+    "mlutp": {"poll": 13.74, "part": 1.66, "re-ask": 5.56 / 3},
+    "mlutp_wait": {"waiting": 3.09, "part": 1.76, "re-ask": 4.17 / 3},
 }
 
 
@@ -129,6 +138,9 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
             connector=connector, timeout=aiohttp.ClientTimeout(total=30)
         ) as session:
             orders, bodies = await caught_up_users(session, emulator, redis, users, "capacity")
+            new_orders, new_bodies = await caught_up_users(
+                session, emulator, redis, users, "capacity-new"
+            )
             # what one order's tags take in Redis (its hash, key included)
             sizes = [
                 await redis.memory_usage(tags_key("taxi", orderid)) or 0
@@ -146,10 +158,19 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
             def poll(wait_ms: int) -> Callable[[int], Awaitable[int]]:
                 def send(index: int) -> Awaitable[int]:
                     user, _ = orders[index % users]
-                    body = {"known_orders": [bodies[index % users]], "wait_ms": wait_ms}
+                    body = {
+                        "known_orders": [bodies[index % users]],
+                        "supported_services": SUPERAPP,
+                        "wait_ms": wait_ms,
+                    }
                     return post(f"{state}/mlutp/v1/orders/state", user, body)
 
                 return send
+
+            def reask(index: int) -> Awaitable[int]:
+                user, _ = new_orders[index]
+                body = {"known_orders": [new_bodies[index]], "supported_services": SUPERAPP}
+                return post(f"{state}/mlutp/v1/orders/state", user, body)
 
             def part(index: int) -> Awaitable[int]:
                 user, orderid = orders[index % users]
@@ -167,7 +188,7 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                 "part": await measure(stack, redis, requests, concurrency, part),
                 "legacy": await measure(stack, redis, requests, concurrency, legacy),
                 # every concurrent poll waits its second: fewer requests, as many at once,
-                # and each user polls again as soon as answered, five times, as a waiting
+                # and each user polls again as soon as answered, `waits` times, as a waiting
                 # client does (its channels stay subscribed from one poll to the next)
                 "waiting": await measure(
                     stack,
@@ -176,6 +197,7 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                     min(users, concurrency * 10),
                     poll(1000),
                 ),
+                "re-ask": await measure(stack, redis, users, concurrency, reask),
             }
         await redis.aclose()
 
@@ -197,26 +219,36 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
             f"{cost.per_request(cost.redis_bytes):>10.0f}"
             f"{cost.per_request(cost.answer_bytes):>10.0f}"
         )
-    print("\none active order for a minute (rates of docs/loadtest-results.md):")
+    print("\none active order for a minute (the rates of RATES):")
     print(
-        f"{'scheme':<12}{'BFF CPU ms':>12}{'order_tags ms':>15}{'redis ms':>10}"
-        f"{'redis cmds':>12}{'answer KB':>11}{'BFF CPU / legacy':>18}"
+        f"{'scheme':<12}{'orders_state ms':>16}{'order_tags ms':>15}{'redis ms':>10}"
+        f"{'BFF ms':>8}{'redis cmds':>12}{'answer KB':>11}{'orders_state / legacy':>23}"
+        f"{'BFF / legacy':>14}"
     )
-    legacy_cpu = 0.0
+
+    def extra(kind: str, of: Callable[[Cost], float]) -> float:
+        """Per request; a re-ask as what it adds to a poll."""
+        cost = costs[kind].per_request(of(costs[kind]))
+        if kind == "re-ask":
+            cost -= costs["poll"].per_request(of(costs["poll"]))
+        return cost
+
+    legacy_state = legacy_bff = 0.0
     for scheme, rates in RATES.items():
 
         def total(of: Callable[[Cost], float], rates: dict[str, float] = rates) -> float:
-            return sum(
-                rate * costs[kind].per_request(of(costs[kind])) for kind, rate in rates.items()
-            )
+            return sum(rate * extra(kind, of) for kind, rate in rates.items())
 
-        bff = total(lambda c: c.cpu_s["orders_state"]) * 1000
-        legacy_cpu = legacy_cpu or bff
+        state_ms = total(lambda c: c.cpu_s["orders_state"]) * 1000
+        tags = total(lambda c: c.cpu_s["order_tags"]) * 1000
+        redis_ms = total(lambda c: c.cpu_s["redis"]) * 1000
+        bff = state_ms + tags + redis_ms
+        legacy_state, legacy_bff = legacy_state or state_ms, legacy_bff or bff
         print(
-            f"{scheme:<12}{bff:>12.2f}{total(lambda c: c.cpu_s['order_tags']) * 1000:>15.2f}"
-            f"{total(lambda c: c.cpu_s['redis']) * 1000:>10.2f}"
+            f"{scheme:<12}{state_ms:>16.2f}{tags:>15.2f}{redis_ms:>10.2f}{bff:>8.2f}"
             f"{total(lambda c: c.redis_commands):>12.1f}"
-            f"{total(lambda c: c.answer_bytes) / 1024:>11.1f}{bff / legacy_cpu:>18.2f}"
+            f"{total(lambda c: c.answer_bytes) / 1024:>11.1f}"
+            f"{state_ms / legacy_state:>23.2f}{bff / legacy_bff:>14.2f}"
         )
 
 
@@ -225,6 +257,8 @@ if __name__ == "__main__":
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=20)
-    parser.add_argument("--waits", type=int, default=5, help="waiting polls per user")
+    # a waiting client polls about 3 times a minute for as long as its order lives (minutes):
+    # its first poll's subscription is a small share of its polls
+    parser.add_argument("--waits", type=int, default=20, help="waiting polls per user")
     args = parser.parse_args()
     uvloop.run(main(args.users, args.requests, args.concurrency, args.waits))

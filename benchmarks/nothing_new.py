@@ -28,11 +28,9 @@ import aiohttp
 import redis.asyncio as aioredis
 import uvloop
 
-from benchmarks.capacity import PROCESSES, Cost, measure
+from benchmarks.capacity import PROCESSES, SUPERAPP, Cost, measure
 from benchmarks.users import caught_up_users
 from devtools.stack import STACK, free_ports_env, own_stack
-
-SUPERAPP = ["taxi", "eats", "grocery"]
 
 
 async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
