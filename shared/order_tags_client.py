@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiohttp
 import msgspec
@@ -23,7 +23,7 @@ class OrderTagsClient(UpstreamClient):
     _write_decoder = msgspec.json.Decoder(wire.TagsWriteResponse)
     _delete_decoder = msgspec.json.Decoder(wire.TagsDeleteResponse)
     _bump_list_decoder = msgspec.json.Decoder(wire.ListBumpResponse)
-    _keep_decoder = msgspec.json.Decoder(wire.ListKeepResponse)
+    _keep_decoder = msgspec.json.Decoder(wire.ListsKeepResponse)
 
     def __init__(
         self,
@@ -110,19 +110,13 @@ class OrderTagsClient(UpstreamClient):
         result = await self._call("/v1/lists/bump", request, self._bump_list_decoder, deadline_s)
         return result.tag
 
-    async def keep_answer(
-        self,
-        service: str,
-        user_id: str,
-        tag: str,
-        answer: dict[str, Any],
-        *,
-        max_age_ms: int,
-        deadline_s: float | None = None,
+    async def keep_answers(
+        self, answers: Sequence[wire.KeptAnswerOut], *, deadline_s: float | None = None
     ) -> None:
-        """Keep a source's answer under the list tag read before the source was asked."""
-        request = wire.ListKeepRequest(service, user_id, tag, answer, max_age_ms)
-        await self._call("/v1/lists/keep", request, self._keep_decoder, deadline_s)
+        """Keep sources' answers, each under the list tag read before its source was asked:
+        one call (at most wire.MAX_LISTS answers, within the body limit)."""
+        request = wire.ListsKeepOut(list(answers))
+        await self._call("/v1/lists/keep_many", request, self._keep_decoder, deadline_s)
 
     async def set(
         self,

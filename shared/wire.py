@@ -140,6 +140,32 @@ class ListKeepResponse(msgspec.Struct):
     kept: bool
 
 
+class ListsKeepRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Several sources' answers kept in one call (the answers of one poll, and of the polls
+    around it): all or none, as each is checked before any is written."""
+
+    answers: Annotated[list[ListKeepRequest], msgspec.Meta(min_length=1, max_length=MAX_LISTS)]
+
+
+class ListsKeepResponse(msgspec.Struct):
+    kept: int
+
+
+class KeptAnswerOut(msgspec.Struct):
+    """`ListKeepRequest` as the BFF sends it: the answer encoded once, when it was kept, so
+    that its size is known before it joins a call."""
+
+    service: str
+    user_id: str
+    tag: str
+    answer: msgspec.Raw
+    max_age_ms: int
+
+
+class ListsKeepOut(msgspec.Struct):
+    answers: list[KeptAnswerOut]
+
+
 class TagsSetRequest(msgspec.Struct, forbid_unknown_fields=True):
     service: ServiceName
     orderid: OrderId

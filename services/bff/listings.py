@@ -12,8 +12,10 @@ import msgspec
 
 from services.bff.metrics import BffMetrics
 from services.bff.tag_cache import TagCache, TagsRead
+from shared import wire
 from shared.protocol.list_tags import kept_answer_usable
 from shared.upstream_wire import SourceResponse
+from shared.wire import MAX_KEPT_ANSWER_BYTES, KeptAnswerOut
 
 log = logging.getLogger("mlutp.listings")
 
@@ -70,20 +72,26 @@ class Listings:
         the background (the poll's answer does not wait for the write)."""
         if read is None:
             return
+        answers: list[KeptAnswerOut] = []
         for service, answer in asked.items():
             entry = read.lists.get(service)
             if answer is None or entry is None:
                 continue
-            if len(self._keeping) >= self.max_keeping:
+            encoded = msgspec.Raw(wire.encode(answer))
+            if len(encoded) > MAX_KEPT_ANSWER_BYTES:
+                # order_tags would refuse it (and the others of its call with it)
                 self.metrics.tag_cache.labels("keep_skipped").inc()
-                return
-            task = asyncio.create_task(
-                self.tag_cache.keep(
-                    service, user_id, entry.tag, msgspec.to_builtins(answer), self.max_age_ms
-                )
-            )
-            self._keeping.add(task)
-            task.add_done_callback(self._keeping.discard)
+                continue
+            answers.append(KeptAnswerOut(service, user_id, entry.tag, encoded, self.max_age_ms))
+        if not answers:
+            return
+        if len(self._keeping) >= self.max_keeping:
+            self.metrics.tag_cache.labels("keep_skipped").inc(len(answers))
+            return
+        # one call for the poll's answers (joined with other polls' where the store joins)
+        task = asyncio.create_task(self.tag_cache.keep(answers))
+        self._keeping.add(task)
+        task.add_done_callback(self._keeping.discard)
 
     async def drain(self) -> None:
         """Until the answers being kept now are written (on shutdown; tests await it)."""

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from shared.upstream_wire import SourceKnownOrder, SourceResponse
-from shared.wire import ListKey, OrderKey, OrderParts, TagsGetResponse
+from shared.wire import KeptAnswerOut, ListKey, OrderKey, OrderParts, TagsGetResponse
 
 
 class FetchOutcome(StrEnum):
@@ -64,15 +64,8 @@ class TagStore(Protocol):
         deadline_s: float | None = None,
     ) -> TagsGetResponse: ...
 
-    async def keep_answer(
-        self,
-        service: str,
-        user_id: str,
-        tag: str,
-        answer: dict[str, Any],
-        *,
-        max_age_ms: int,
-        deadline_s: float | None = None,
+    async def keep_answers(
+        self, answers: Sequence[KeptAnswerOut], *, deadline_s: float | None = None
     ) -> None: ...
 
     async def get(

@@ -7,14 +7,14 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from services.bff.metrics import BffMetrics
 from services.bff.ports import TagStore
 from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.need_request import CACHE_UP, CacheState
-from shared.wire import MAX_BATCH, ListEntry, ListKey, OrderKey, OrderParts
+from shared.wire import MAX_BATCH, KeptAnswerOut, ListEntry, ListKey, OrderKey, OrderParts
 
 StoredTags = dict[OrderKey, dict[str, str] | None]
 
@@ -139,14 +139,12 @@ class TagCache:
                 read.lists[entry.service] = entry
         return read
 
-    async def keep(
-        self, service: str, user_id: str, tag: str, answer: dict[str, Any], max_age_ms: int
-    ) -> None:
-        """Keep a source's answer under the list tag read before it was asked; a failure
-        only means the next poll asks the source again."""
+    async def keep(self, answers: Sequence[KeptAnswerOut]) -> None:
+        """Keep sources' answers, each under the list tag read before its source was asked; a
+        failure only means the next poll asks those sources again."""
         try:
-            await self.client.keep_answer(service, user_id, tag, answer, max_age_ms=max_age_ms)
-        except OrderTagsUnavailable:
+            await self.client.keep_answers(answers)
+        except (OrderTagsUnavailable, OrderTagsRejected):
             self.metrics.tag_cache.labels("keep_failed").inc()
 
     async def create_missing(

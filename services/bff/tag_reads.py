@@ -14,12 +14,12 @@ import asyncio
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.bff.ports import TagStore
 from shared.wire import (
     MAX_BATCH,
     MAX_LISTS,
+    KeptAnswerOut,
     ListKey,
     OrderKey,
     OrderParts,
@@ -53,6 +53,18 @@ class _Batch:
         )
 
 
+# the answers of one keep call at most, in bytes: within order_tags' body limit (64 KiB) with
+# room for the envelope
+KEEP_CALL_BYTES = 48 * 1024
+
+
+@dataclass
+class _Keeping:
+    done: asyncio.Future[None]
+    deadline_s: float | None
+    answers: list[KeptAnswerOut] = field(default_factory=list)
+
+
 class JoinedTagReads:
     """A TagStore whose reads of one turn of the loop go out as one call; its other calls pass
     through. A failed call fails every read joined in it, as each would have failed alone."""
@@ -65,6 +77,9 @@ class JoinedTagReads:
         self._open: _Batch | None = None
         self._full: deque[_Batch] = deque()
         self._dispatch_due = False
+        # the answers to keep that this turn's polls gave, and the keep calls out
+        self._keeping: _Keeping | None = None
+        self._keeps_sending: set[asyncio.Task[None]] = set()
         # the calls in flight: kept until done (a task nobody holds may be collected)
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -160,19 +175,53 @@ class JoinedTagReads:
                 )
             orders_at, lists_at = orders_end, lists_end
 
-    async def keep_answer(
-        self,
-        service: str,
-        user_id: str,
-        tag: str,
-        answer: dict[str, Any],
-        *,
-        max_age_ms: int,
-        deadline_s: float | None = None,
+    async def keep_answers(
+        self, answers: Sequence[KeptAnswerOut], *, deadline_s: float | None = None
     ) -> None:
-        await self.store.keep_answer(
-            service, user_id, tag, answer, max_age_ms=max_age_ms, deadline_s=deadline_s
+        """Kept with the answers of the polls of this turn: one call for as many as one takes
+        (wire.MAX_LISTS answers, KEEP_CALL_BYTES). Raises what the call raised, for all of
+        them: a failed keep only means the next poll asks the sources again."""
+        keeping = self._keeping
+        if keeping is None:
+            keeping = self._keeping = _Keeping(
+                asyncio.get_running_loop().create_future(), deadline_s
+            )
+            asyncio.get_running_loop().call_soon(self._send_keeping, keeping)
+        keeping.answers.extend(answers)
+        # shielded: one poll's answer given up on does not give up the others'
+        await asyncio.shield(keeping.done)
+
+    def _send_keeping(self, keeping: _Keeping) -> None:
+        self._keeping = None
+        # not among the reads' calls: a keep never holds a read back
+        task = asyncio.create_task(self._keep(keeping))
+        self._keeps_sending.add(task)
+        task.add_done_callback(self._keeps_sending.discard)
+
+    async def _keep(self, keeping: _Keeping) -> None:
+        calls: list[list[KeptAnswerOut]] = []
+        call_bytes = 0
+        for answer in keeping.answers:
+            if (
+                not calls
+                or len(calls[-1]) >= MAX_LISTS
+                or call_bytes + len(answer.answer) > KEEP_CALL_BYTES
+            ):
+                calls.append([])
+                call_bytes = 0
+            calls[-1].append(answer)
+            call_bytes += len(answer.answer)
+        results = await asyncio.gather(
+            *(self.store.keep_answers(call, deadline_s=keeping.deadline_s) for call in calls),
+            return_exceptions=True,
         )
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            keeping.done.set_exception(failed)
+            # retrieved here: no poll may be awaiting it any more
+            keeping.done.exception()
+        else:
+            keeping.done.set_result(None)
 
     async def get(
         self, orders: Sequence[OrderKey], *, deadline_s: float | None = None
@@ -185,8 +234,11 @@ class JoinedTagReads:
         return await self.store.create(orders, deadline_s=deadline_s)
 
     async def close(self) -> None:
-        """Until the calls in flight, and the reads gathered behind them, are done."""
-        while self._sending or self._full or self._open is not None:
+        """Until the calls in flight, and the reads and keeps gathered behind them, are done."""
+        while self._sending or self._full or self._open is not None or self._keeping:
             if not self._sending:
                 self._dispatch()
-            await asyncio.gather(*self._sending, return_exceptions=True)
+            if self._keeping is not None:
+                self._send_keeping(self._keeping)
+            await asyncio.gather(*self._sending, *self._keeps_sending, return_exceptions=True)
+        await asyncio.gather(*self._keeps_sending, return_exceptions=True)

@@ -53,4 +53,5 @@ def create_app(settings: OrderTagsSettings) -> web.Application:
     app.router.add_post("/v1/tags/delete", handlers.delete_tags)
     app.router.add_post("/v1/lists/bump", handlers.bump_list)
     app.router.add_post("/v1/lists/keep", handlers.keep_answer)
+    app.router.add_post("/v1/lists/keep_many", handlers.keep_answers)
     return app

@@ -6,6 +6,7 @@ import msgspec
 from aiohttp import web
 
 from services.order_tags.keys import TAG_STORE
+from services.order_tags.storage import KeptEntry
 from shared import wire
 from shared.errors import BadRequest
 from shared.web import json_response, read_json
@@ -17,6 +18,7 @@ _bump = msgspec.json.Decoder(wire.TagsBumpRequest)
 _delete = msgspec.json.Decoder(wire.TagsDeleteRequest)
 _bump_list = msgspec.json.Decoder(wire.ListBumpRequest)
 _keep = msgspec.json.Decoder(wire.ListKeepRequest)
+_keep_many = msgspec.json.Decoder(wire.ListsKeepRequest)
 # a kept answer as stored (it was valid when kept)
 _kept = msgspec.json.Decoder(wire.KeptAnswer)
 
@@ -59,8 +61,8 @@ async def bump_list(request: web.Request) -> web.Response:
     return json_response(wire.ListBumpResponse(body.service, body.user_id, tag))
 
 
-async def keep_answer(request: web.Request) -> web.Response:
-    body = await read_json(request, _keep)
+def _to_keep(body: wire.ListKeepRequest, now_ms: int) -> KeptEntry:
+    """An answer as kept; BadRequest for one too large or too deep to keep."""
     answer = wire.encode(body.answer)
     if len(answer) > wire.MAX_KEPT_ANSWER_BYTES:
         raise BadRequest(
@@ -68,11 +70,23 @@ async def keep_answer(request: web.Request) -> web.Response:
             code="answer_too_large",
         )
     wire.check_depth(body.answer, "answer")
-    kept = wire.KeptAnswer(body.tag, int(time.time() * 1000), msgspec.Raw(answer))
-    await request.app[TAG_STORE].keep_answer(
-        body.service, body.user_id, wire.encode(kept), body.max_age_ms / 1000
-    )
+    kept = wire.KeptAnswer(body.tag, now_ms, msgspec.Raw(answer))
+    return KeptEntry(body.service, body.user_id, wire.encode(kept), body.max_age_ms / 1000)
+
+
+async def keep_answer(request: web.Request) -> web.Response:
+    body = await read_json(request, _keep)
+    await request.app[TAG_STORE].keep_answers([_to_keep(body, int(time.time() * 1000))])
     return json_response(wire.ListKeepResponse(kept=True))
+
+
+async def keep_answers(request: web.Request) -> web.Response:
+    body = await read_json(request, _keep_many)
+    now_ms = int(time.time() * 1000)
+    # every answer checked before any is written: a bad one changes nothing
+    entries = [_to_keep(answer, now_ms) for answer in body.answers]
+    await request.app[TAG_STORE].keep_answers(entries)
+    return json_response(wire.ListsKeepResponse(kept=len(entries)))
 
 
 async def set_tags(request: web.Request) -> web.Response:

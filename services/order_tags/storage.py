@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError, ResponseError
@@ -125,6 +125,17 @@ return {hashes, counts, lists}
 
 CREATED_FIELD = "_created"
 OWNER_FIELD = "_owner"
+
+
+class KeptEntry(NamedTuple):
+    """A source's answer as kept for one user's list (wire.KeptAnswer, encoded)."""
+
+    service: str
+    user_id: str
+    kept: bytes
+    max_age_s: float
+
+
 # the window of an order's force budget
 FORCE_WINDOW_S = 60
 # an order's parts → content tags, when its first tag was written, whose order it is
@@ -277,13 +288,19 @@ class TagStore:
 
         return await self._run(operation)
 
-    async def keep_answer(self, service: str, user_id: str, kept: bytes, max_age_s: float) -> None:
-        """A source's answer (with the list tag it is kept under), for `max_age_s`."""
+    async def keep_answers(self, entries: Sequence[KeptEntry]) -> None:
+        """Sources' answers (each with the list tag it is kept under), each for its max age:
+        one pipeline, one round trip per shard."""
 
         async def operation() -> None:
-            await self.redis.set(
-                kept_answer_key(service, user_id), kept, px=max(1, int(max_age_s * 1000))
-            )
+            pipe = self.redis.pipeline(transaction=False)
+            for entry in entries:
+                pipe.set(
+                    kept_answer_key(entry.service, entry.user_id),
+                    entry.kept,
+                    px=max(1, int(entry.max_age_s * 1000)),
+                )
+            await pipe.execute()
 
         await self._run(operation)
 

@@ -64,7 +64,7 @@ class FakeOrderTags:
             lists=[],
         )
 
-    async def keep_answer(self, *args: object, **kwargs: object) -> None:
+    async def keep_answers(self, *args: object, **kwargs: object) -> None:
         self.calls.append("keep")
 
     async def set(

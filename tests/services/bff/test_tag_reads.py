@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import msgspec
 import pytest
 
-from services.bff.tag_reads import JoinedTagReads
+from services.bff.tag_reads import KEEP_CALL_BYTES, JoinedTagReads
 from shared.errors import OrderTagsUnavailable
 from shared.wire import (
     MAX_BATCH,
     MAX_LISTS,
+    KeptAnswerOut,
     ListEntry,
     ListKey,
     OrderKey,
@@ -28,6 +30,7 @@ class EchoStore:
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []  # orders and lists per call
+        self.keeps: list[list[tuple[str, str]]] = []  # (user, service) per keep call
         self.down = False
 
     async def read(
@@ -51,6 +54,15 @@ class EchoStore:
             ],
             lists=[ListEntry(one.service, one.user_id, tag=one.user_id) for one in lists],
         )
+
+    async def keep_answers(
+        self, answers: Sequence[KeptAnswerOut], *, deadline_s: float | None = None
+    ) -> None:
+        assert len(answers) <= MAX_LISTS, "past order_tags' limits"
+        self.keeps.append([(answer.user_id, answer.service) for answer in answers])
+        await asyncio.sleep(0)
+        if self.down:
+            raise OrderTagsUnavailable("down")
 
 
 def poll_of(user: str, orders: int) -> tuple[list[OrderKey], list[ListKey]]:
@@ -198,4 +210,40 @@ async def test_reads_that_fill_a_call_go_at_once_however_many_calls_are_out():
     answers = await asyncio.gather(first, *reads)
     assert [answer.orders[0].orderid for answer in answers[1:]] == [f"u{i}-0" for i in range(20)]
     assert sorted(store.calls) == [(1, 2), (4, 8), (8, 16), (8, 16)]
+    await joined.close()
+
+
+def answers_of(user: str, size: int = 100) -> list[KeptAnswerOut]:
+    answer = msgspec.Raw(b'{"pad": "' + b"x" * size + b'"}')
+    return [KeptAnswerOut(s, user, "t", answer, 30_000) for s in ("taxi", "eats", "grocery")]
+
+
+async def test_answers_kept_in_one_turn_go_as_one_call_within_its_limits():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    # 7 polls of 3 answers: 21, in calls of at most 16
+    await asyncio.gather(*(joined.keep_answers(answers_of(f"u{i}")) for i in range(7)))
+    assert [len(call) for call in store.keeps] == [16, 5]
+    kept = [pair for call in store.keeps for pair in call]
+    assert sorted(kept) == sorted(
+        (f"u{i}", s) for i in range(7) for s in ("taxi", "eats", "grocery")
+    )
+    # big answers: as many as fit order_tags' body limit in one call
+    store.keeps.clear()
+    big = KEEP_CALL_BYTES // 5
+    await asyncio.gather(*(joined.keep_answers(answers_of(f"b{i}", big)) for i in range(2)))
+    assert [len(call) for call in store.keeps] == [4, 2]
+
+
+async def test_a_failed_keep_call_fails_every_keep_joined_in_it():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    store.down = True
+    failed = await asyncio.gather(
+        *(joined.keep_answers(answers_of(f"u{i}")) for i in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(result, OrderTagsUnavailable) for result in failed)
+    assert len(store.keeps) == 1
+    store.down = False
+    await joined.keep_answers(answers_of("later"))
     await joined.close()

@@ -388,3 +388,60 @@ async def test_force_is_honoured_at_most_its_budget_per_order_in_a_minute(
     assert 0 < redis_sync.ttl(key) <= 60
     redis_sync.delete(key)  # the minute is over
     assert await get_forced(tags_client, [one], 3) == [True]
+
+
+SUPERAPP = ("taxi", "eats", "grocery")
+
+
+async def read_lists(client: TestClient, user: str) -> dict[str, dict[str, object]]:
+    resp = await post(
+        client,
+        "/v1/tags/get",
+        {"orders": [], "lists": [{"service": s, "user_id": user} for s in SUPERAPP]},
+    )
+    assert resp.status == 200, await resp.text()
+    return {entry["service"]: entry for entry in (await resp.json())["lists"]}
+
+
+async def test_answers_kept_in_one_call_are_each_read_under_their_list(
+    tags_client: TestClient, unique: str
+):
+    tags = {
+        service: entry["tag"] for service, entry in (await read_lists(tags_client, unique)).items()
+    }
+    answers = [
+        {"service": s, "user_id": unique, "tag": tags[s], "answer": {"orders": [{"orderid": s}]}}
+        for s in SUPERAPP
+    ]
+    resp = await post(tags_client, "/v1/lists/keep_many", {"answers": answers})
+    assert resp.status == 200 and await resp.json() == {"kept": 3}
+    lists = await read_lists(tags_client, unique)
+    for service in SUPERAPP:
+        kept = lists[service]["kept"]
+        assert isinstance(kept, dict)
+        assert kept["tag"] == tags[service]
+        assert kept["answer"] == {"orders": [{"orderid": service}]}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"answer": {"a": [[[[[[[[[[[[[[[[[["deep"]]]]]]]]]]]]]]]]]]}},
+        {"answer": {"pad": "x" * (33 * 1024)}},
+        {"tag": "has spaces"},
+    ],
+)
+async def test_a_keep_call_with_one_bad_answer_is_a_400_and_keeps_none(
+    tags_client: TestClient, unique: str, bad: dict[str, object]
+):
+    good = {"service": "taxi", "user_id": unique, "tag": "t1", "answer": {"orders": []}}
+    resp = await post(
+        tags_client,
+        "/v1/lists/keep_many",
+        {"answers": [good, {**good, "service": "eats", **bad}]},
+    )
+    assert resp.status == 400
+    assert set(await resp.json()) == {"code", "message"}
+    assert all(
+        entry.get("kept") is None for entry in (await read_lists(tags_client, unique)).values()
+    )

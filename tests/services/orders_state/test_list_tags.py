@@ -19,6 +19,7 @@ from services.bff.resources import ENGINE
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from shared.redis import list_key
+from shared.web import METRICS
 from tests.conftest import TEST_TOKEN
 from tests.emulator_api import advance, create_order_id
 from tests.helpers import (
@@ -69,6 +70,30 @@ async def test_polls_with_nothing_new_ask_no_order_source(
         assert [o["update_status"] for o in answer["orders"]] == ["actual", "actual"]
         assert answer["allowed_changes"] == first["allowed_changes"]
     assert await source_calls(emulator, unique) == before
+
+
+def keep_calls(order_tags: TestServer, route: str) -> float:
+    value = order_tags.app[METRICS].registry.get_sample_value(
+        "http_requests_total", {"route": route, "method": "POST", "status": "200"}
+    )
+    return value or 0.0
+
+
+async def test_the_answers_of_the_sources_a_poll_asked_are_kept_in_one_call(
+    orders_state: TestClient, emulator: TestClient, order_tags_server: TestServer, unique: str
+):
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    before = keep_calls(order_tags_server, "/v1/lists/keep_many")
+    _, first, _ = await poll(orders_state, unique, {"supported_services": SUPPORTED})
+    await settled(orders_state)
+    assert await source_calls(emulator, unique) == len(SUPPORTED)
+    assert keep_calls(order_tags_server, "/v1/lists/keep_many") == before + 1
+    assert keep_calls(order_tags_server, "/v1/lists/keep") == 0
+    # and each answer is kept: the next poll asks none
+    body = {"known_orders": caught_up(first), "supported_services": SUPPORTED}
+    status, _, _ = await poll(orders_state, unique, body)
+    assert status == 200
+    assert await source_calls(emulator, unique) == len(SUPPORTED)
 
 
 async def test_a_status_change_is_seen_on_the_next_poll(
