@@ -21,7 +21,7 @@ Then, side by side, the CPU, Redis commands and bytes of one active order for a 
 each scheme, at the rates `mlutp loadtest` measured (RATES, docs/capacity.md): the ratio is
 the comparison; the absolute figures are this machine's.
 
-    python benchmarks/capacity.py [--users 200] [--requests 3000] [--concurrency 20] [--waits 20]
+    python benchmarks/capacity.py [--users 1000] [--requests 3000] [--concurrency 20] [--waits 20]
 """
 
 from __future__ import annotations
@@ -97,16 +97,23 @@ async def measure(
     requests: int,
     concurrency: int,
     send: Callable[[int], Awaitable[int]],
+    *,
+    spread_s: float = 0.0,
 ) -> Cost:
-    """`requests` calls of `send(i)` (it returns the answer's bytes), `concurrency` at once."""
+    """`requests` calls of `send(i)` (it returns the answer's bytes), `concurrency` at once;
+    with `spread_s`, the workers start spread evenly over that time (clients do not start in
+    step), and the time before the last one started is measured too."""
     processes = {s.name: psutil.Process(p.pid) for s, p in stack.processes if s.name in PROCESSES}
     cpu0 = {name: cpu_seconds(p) for name, p in processes.items()}
     redis0 = await redis_counters(redis)
     answer_bytes = 0
     turn = iter(range(requests))
 
-    async def worker() -> None:
+    async def worker(number: int) -> None:
         nonlocal answer_bytes
+        if spread_s:
+            # a timer by nature: the worker's place in the spread
+            await asyncio.sleep(spread_s * number / concurrency)
         for index in turn:
             # awaited first: `+= await` would read the total before the wait and lose the
             # other workers' additions
@@ -114,7 +121,7 @@ async def measure(
             answer_bytes += size
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker(number) for number in range(concurrency)))
     seconds = time.perf_counter() - started
     redis1 = await redis_counters(redis)
     cpu = {name: cpu_seconds(p) - cpu0[name] for name, p in processes.items()}
@@ -181,21 +188,19 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                 user, orderid = orders[index % users]
                 return post(f"{state}/3.0/taxiontheway", user, {"orderid": orderid})
 
-            # warm-up: connections, caches, first-call imports
-            await measure(stack, redis, 200, concurrency, poll(0))
+            # warm-up: connections, caches, first-call imports, and each user's sources asked
+            # and answers kept
+            await measure(stack, redis, users, concurrency, poll(0))
             costs = {
                 "poll": await measure(stack, redis, requests, concurrency, poll(0)),
                 "part": await measure(stack, redis, requests, concurrency, part),
                 "legacy": await measure(stack, redis, requests, concurrency, legacy),
-                # every concurrent poll waits its second: fewer requests, as many at once,
-                # and each user polls again as soon as answered, `waits` times, as a waiting
-                # client does (its channels stay subscribed from one poll to the next)
+                # every user's poll waits its second, the users' starts spread over that
+                # second as clients' are; each polls again as soon as answered, `waits`
+                # times, as a waiting client does (its channels stay subscribed from one poll
+                # to the next)
                 "waiting": await measure(
-                    stack,
-                    redis,
-                    min(users, concurrency * 10) * waits,
-                    min(users, concurrency * 10),
-                    poll(1000),
+                    stack, redis, users * waits, users, poll(1000), spread_s=1.0
                 ),
                 "re-ask": await measure(stack, redis, users, concurrency, reask),
             }
@@ -254,7 +259,8 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=200)
+    # as many waiting at once: about as many waiting polls a second
+    parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=20)
     # a waiting client polls about 3 times a minute for as long as its order lives (minutes):

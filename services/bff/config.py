@@ -161,6 +161,9 @@ class ProtocolSettings(BaseSettings):
     # joined tag reads out at once: the reads that come while this many are out go together
     # in one call when one ends, or at once when they fill a call (0: no limit)
     tag_reads_in_flight: int = Field(2, ge=0)
+    # a part-filled joined read goes out no sooner than this after its first read, so that
+    # polls spread in time (waiting polls, whose waits end at random) share calls too
+    tag_reads_gather_ms: float = Field(2.0, ge=0, le=20)
     admission_lag_target_ms: float = Field(10.0, gt=0)
     admission_sample_s: float = Field(0.01, gt=0, le=1)
     overload_retry_after_s: int = Field(2, ge=1)

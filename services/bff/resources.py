@@ -73,7 +73,11 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
         store: TagStore = tags_client
         joined = None
         if protocol.join_tag_reads:
-            store = joined = JoinedTagReads(tags_client, max_in_flight=protocol.tag_reads_in_flight)
+            store = joined = JoinedTagReads(
+                tags_client,
+                max_in_flight=protocol.tag_reads_in_flight,
+                gather_s=protocol.tag_reads_gather_ms / 1000,
+            )
         app[TAG_CACHE] = TagCache(
             store,
             CircuitBreaker(protocol.circuit_failures, protocol.circuit_open_s),

@@ -1,12 +1,13 @@
 """Tag reads of concurrent polls joined into one order_tags call (request coalescing, as a
 DataLoader does): the polls that reach their tag read in the same turn of the event loop share
 one request, up to order_tags' limits per request. The call goes out on the loop's next turn,
-unless `max_in_flight` calls are out already: then the reads that come meanwhile gather and go
-out together as soon as one of those calls is answered, or at once when they fill a call
-(adaptive batching: a read waits at most one call's round trip, and only while order_tags is
-busy with others). Under load one
-order_tags request (one HTTP exchange, one Redis round trip per shard) serves many polls, which
-is most of what a poll with nothing new costs order_tags and this process's HTTP client."""
+or `gather_s` after the first read joined it, unless `max_in_flight` calls are out already:
+then the reads that come meanwhile gather and go out together as soon as one of those calls
+is answered, or at once when they fill a call (adaptive batching: a read waits at most the
+gather time or one call's round trip). Under load one order_tags request (one HTTP exchange,
+one Redis round trip per shard) serves many polls, which is most of what a poll with nothing
+new costs order_tags and this process's HTTP client. The answers a poll keeps are joined the
+same way, per turn."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class _Reader:
 class _Batch:
     force_per_minute: int
     deadline_s: float | None
+    # no longer gathering reads: it goes out once a call may
+    gathered: bool
     readers: list[_Reader] = field(default_factory=list)
     orders: int = 0
     lists: int = 0
@@ -69,8 +72,11 @@ class JoinedTagReads:
     """A TagStore whose reads of one turn of the loop go out as one call; its other calls pass
     through. A failed call fails every read joined in it, as each would have failed alone."""
 
-    def __init__(self, store: TagStore, *, max_in_flight: int = 0) -> None:
+    def __init__(self, store: TagStore, *, max_in_flight: int = 0, gather_s: float = 0.0) -> None:
         self.store = store
+        # a part-filled batch goes out no sooner than this after its first read: the reads
+        # of that time join it (0: the next turn of the loop)
+        self.gather_s = gather_s
         # 0: no limit, every turn's reads go out at once
         self.max_in_flight = max_in_flight
         # the batch that reads join now, and full ones waiting for a call to end
@@ -106,13 +112,21 @@ class JoinedTagReads:
         if batch is None or not batch.fits(orders, lists, force_per_minute):
             if batch is not None:
                 self._full.append(batch)
-            batch = self._open = _Batch(force_per_minute, deadline_s)
+            batch = self._open = _Batch(force_per_minute, deadline_s, gathered=not self.gather_s)
+            if self.gather_s:
+                loop.call_later(self.gather_s, self._gathered, batch)
         reader = _Reader(orders, lists, force, loop.create_future())
         batch.readers.append(reader)
         batch.orders += len(orders)
         batch.lists += len(lists)
         self._dispatch_soon()
         return await reader.answered
+
+    def _gathered(self, batch: _Batch) -> None:
+        # the timer's firing is the moment, not the loop's clock (a timer may fire a little
+        # before its time by the clock)
+        batch.gathered = True
+        self._dispatch_soon()
 
     def _dispatch_soon(self) -> None:
         """On the loop's next turn: the reads of this turn join first."""
@@ -122,14 +136,17 @@ class JoinedTagReads:
 
     def _dispatch(self) -> None:
         self._dispatch_due = False
-        # a full batch gains nothing by waiting: the limit only lets a part-filled one gather
-        # more, so it never caps how many reads order_tags is sent
+        # a full batch gains nothing by waiting: the limit and the gather time only let a
+        # part-filled one gather more, so they never cap how many reads order_tags is sent
         while self._full:
             self._start(self._full.popleft())
-        if self._open is not None and (
-            not self.max_in_flight or len(self._sending) < self.max_in_flight
+        batch = self._open
+        if (
+            batch is not None
+            and (not self.max_in_flight or len(self._sending) < self.max_in_flight)
+            and batch.gathered
         ):
-            batch, self._open = self._open, None
+            self._open = None
             self._start(batch)
 
     def _start(self, batch: _Batch) -> None:

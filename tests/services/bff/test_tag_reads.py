@@ -247,3 +247,19 @@ async def test_a_failed_keep_call_fails_every_keep_joined_in_it():
     store.down = False
     await joined.keep_answers(answers_of("later"))
     await joined.close()
+
+
+async def test_reads_of_different_turns_within_the_gather_time_go_as_one_call():
+    store = EchoStore()
+    joined = JoinedTagReads(store, gather_s=0.05)  # type: ignore[arg-type]
+    reads = []
+    for index in range(4):
+        reads.append(asyncio.create_task(joined.read(*poll_of(f"u{index}", 1))))
+        await asyncio.sleep(0)  # the next read comes a turn later
+    answers = await asyncio.gather(*reads)
+    assert store.calls == [(4, 8)]
+    assert [a.orders[0].orderid for a in answers] == [f"u{i}-0" for i in range(4)]
+    # a lone read is not held past the gather time
+    alone = await joined.read(*poll_of("alone", 1))
+    assert [o.orderid for o in alone.orders] == ["alone-0"]
+    assert store.calls == [(4, 8), (1, 2)]
