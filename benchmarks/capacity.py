@@ -13,6 +13,8 @@ the answers:
 - waiting: orders/state with wait_ms 1000 and no news, answered at its wait's end (a waiting
   poll's look, subscription and answer; holding itself costs next to nothing); each user
   polls again at once when answered, `--waits` times (20), as a waiting client does;
+- paced: plain polls (wait_ms 0) at the waiting polls' rate, each user's a second apart: what
+  the wait itself adds, beside the rate;
 - re-ask: the first poll of as many new users, which have no kept source answer: each of the
   three sources is asked and its answer kept (what a poll costs when its kept answers are
   older than `list_max_age`, or its list changed).
@@ -135,6 +137,8 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
     # what a request costs, not admission control: the waiting polls come back all at once
     # each second, a burst the adaptive cap (from its floor of 20) would shed
     env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"
+    # no kept answer expires mid-run: what a re-ask costs is measured on its own ("re-ask")
+    env["MLUTP_LIST_MAX_AGE_S"] = "300"
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in PROCESSES]
     async with own_stack(env, services) as stack:
@@ -162,15 +166,18 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                     assert r.status == 200, payload
                     return len(payload)
 
-            def poll(wait_ms: int) -> Callable[[int], Awaitable[int]]:
-                def send(index: int) -> Awaitable[int]:
+            def poll(wait_ms: int, pause_s: float = 0.0) -> Callable[[int], Awaitable[int]]:
+                async def send(index: int) -> int:
+                    if pause_s:
+                        # a timer by nature: a client's pause between polls
+                        await asyncio.sleep(pause_s)
                     user, _ = orders[index % users]
                     body = {
                         "known_orders": [bodies[index % users]],
                         "supported_services": SUPERAPP,
                         "wait_ms": wait_ms,
                     }
-                    return post(f"{state}/mlutp/v1/orders/state", user, body)
+                    return await post(f"{state}/mlutp/v1/orders/state", user, body)
 
                 return send
 
@@ -201,6 +208,11 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                 # to the next)
                 "waiting": await measure(
                     stack, redis, users * waits, users, poll(1000), spread_s=1.0
+                ),
+                # plain polls at the waiting polls' rate: each user's poll a second apart, as
+                # spread; beside "waiting", what the wait itself adds
+                "paced": await measure(
+                    stack, redis, users * waits // 2, users, poll(0, 1.0), spread_s=1.0
                 ),
                 "re-ask": await measure(stack, redis, users, concurrency, reask),
             }
