@@ -18,12 +18,19 @@ Read it as documentation of the client half of the contract:
 Rules the client keeps:
 - A part's response replaces that part's fields: a field of the part absent from it is deleted.
 - A `stale` order keeps what the client had (its echo fields, its tags) and shows a loader;
-  its `need_request` is ignored.
+  its `need_request` is ignored. Each known order carries its brief fields back as echo
+  fields, so the server returns them for a stale one.
 - An order that disappears from the answer has finished: it is dropped.
-- A part that fails is marked stale (its old fields stay, flagged) and retried with capped,
-  jittered backoff. An `expired` order is gone.
+- A part that fails is marked stale (its old fields stay, and every field of its rule is
+  flagged) and retried with capped, jittered backoff. An `expired` order is gone.
 - Parts of an unknown `part_type` are ignored.
-- The visible state of an order changes only once its `required` parts have arrived.
+- Every order of an answer is shown at once (one never shown before as a placeholder), and
+  its view changes again as each part lands; only its `required` parts hold it
+  (`views.on_change` tells a UI to render).
+- Part requests (and launch's `part_parameters`) carry their `part_type`'s parameters:
+  for `totw`, `format_currency`, `extend_freecars`, `supported` and the app's position.
+- With `state_file`, the orders, their tags and the policy versions survive a restart: the
+  app shows them at once, and launch revalidates the tags, so nothing unchanged is fetched.
 - After a user change, the order is locked and polled with `force: true` until a part shows
   the version the change returned.
 - The route part (`route_distance_depended`) is polled by the client's own rule.
@@ -34,5 +41,6 @@ Rules the client keeps:
 The modules, one job each: `client` (the cycle: launch, poll, fetch, show), `transport`
 (replicas, timeouts, counters), `model` (rules, orders, parts, views: data), `parts` (which
 requests, and what an answer does to a part), `policy` (when the policy version moves),
-`view` (what a UI renders), `changes` (user changes), `route` (the route's own rule).
+`view` (what a UI renders), `changes` (user changes), `route` (the route's own rule),
+`store` (the known orders it sends, and its state between app starts).
 """

@@ -24,9 +24,10 @@ from client.model import (
     Rule,
     VersionSeen,
 )
-from client.parts import PartOutcome, apply_part, part_order, part_requests
+from client.parts import PartOutcome, apply_part, part_order, part_parameters, part_requests
 from client.policy import forget_moved_parts, rules_by_service, told_versions
 from client.route import ROUTE_TICK_S, route_request, routes_due
+from client.store import known_orders, load_state, save_state
 from client.timing import next_poll
 from client.transport import ClientStats, Replicas, Transport
 from client.view import Views
@@ -70,11 +71,16 @@ class MlutpClient:
         # the last waiting poll may be followed by the next one at once
         self.poll_again_at_once = False
         self._parts_failed = False
-        self._views = Views()
+        # what a UI renders; `views.on_change` tells it when to render again
+        self.views = Views()
         # the device's position (lon, lat) as the app knows it: sent with route requests
         self.position: tuple[float, float] | None = None
         # set by order_created: the next poll goes out now, a poll in flight is given up
         self._poll_now = asyncio.Event()
+        if self.options.state_file is not None:
+            # what the app held when it stopped: shown at once, revalidated by launch
+            self.orders, self.policy_versions = load_state(self.options.state_file)
+            self._publish(self.orders)
 
     @property
     def stats(self) -> ClientStats:
@@ -114,13 +120,17 @@ class MlutpClient:
         hold, named so that a replica announcing them (mid-rollout) hands them out."""
         body: dict[str, Any] = {
             "supported_services": self.supported_services,
-            "known_orders": self._known(),
+            "known_orders": known_orders(self.orders),
         }
         held = {**self.policy_versions, **(told or {})}
         if held:
             body["policy_versions"] = held
         if self.options.extended_order_info:
             body["supported"] = ["extended_order_info"]
+            body["part_parameters"] = {
+                part_type: part_parameters(part_type, self.options, self.position)
+                for part_type in self.options.part_parameters
+            }
         answer = await self._poll(self._launch, "", body)
         if answer is None:
             return
@@ -130,6 +140,7 @@ class MlutpClient:
         self.policy_versions = versions
         self.rules = rules_by_service(state["polling_policy"])
         await self._apply_state(state["orders"])
+        save_state(self.options.state_file, self.orders, self.policy_versions)
 
     async def cycle(self) -> None:
         """One poll, then the parts it asks for, then the visible state."""
@@ -153,6 +164,7 @@ class MlutpClient:
                 order.update_status = "stale"
             self._publish(self.orders)
         await self.changes.follow(self.orders)
+        save_state(self.options.state_file, self.orders, self.policy_versions)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle at the server's interval (or, waiting, right after each answer) until `stop`
@@ -218,7 +230,7 @@ class MlutpClient:
         while True:
             self._poll_now.clear()
             body: dict[str, Any] = {
-                "known_orders": self._known(),
+                "known_orders": known_orders(self.orders),
                 "supported_services": self.supported_services,
             }
             if self.policy_versions:
@@ -274,26 +286,12 @@ class MlutpClient:
             self.changes.changed_elsewhere(order, version)
 
     def view(self) -> list[OrderView]:
-        return self._views.of(self.orders)
+        return self.views.of(self.orders)
 
     # --- internals -------------------------------------------------------------------------
 
     def _order(self, service: str, orderid: str) -> Order | None:
         return next((o for o in self.orders if o.key == (service, orderid)), None)
-
-    def _known(self) -> list[dict[str, Any]]:
-        known = []
-        for order in self.orders:
-            entry: dict[str, Any] = {
-                "orderid": order.orderid,
-                "service": order.service,
-                "status": order.status,
-                "tags": {name: p.tag for name, p in order.parts.items() if p.tag},
-            }
-            if order.locked:
-                entry["force"] = True
-            known.append(entry)
-        return known
 
     async def _apply_state(self, answered: list[dict[str, Any]]) -> None:
         by_key = {o.key: o for o in self.orders}
@@ -325,16 +323,19 @@ class MlutpClient:
             orders.append(order)
         # orders left out have finished
         self.orders = orders
-        self._views.keep_only(orders)
-        arrived = await self._fetch_parts(needed) | inlined
+        self.views.keep_only(orders)
+        # every order at once (one never shown as a placeholder); then each part as it lands:
+        # only an order's required parts hold its view
+        arrived = set(inlined)
         self._publish(orders, arrived, needed)
+        await self._fetch_parts(needed, arrived)
 
     def _rule(self, service: str, part_name: str) -> Rule | None:
         return next((r for r in self.rules.get(service, ()) if r.part_name == part_name), None)
 
-    async def _fetch_parts(self, needed: dict[OrderKey, list[str]]) -> set[PartKey]:
-        """Fetch by priority, batching orders per part, a few requests at a time. Returns
-        (service, orderid, part) that arrived."""
+    async def _fetch_parts(self, needed: dict[OrderKey, list[str]], arrived: set[PartKey]) -> None:
+        """Fetch by priority, batching orders per part, a few requests at a time; each answer
+        adds the (service, orderid, part) that arrived to `arrived` and is shown at once."""
         requests = part_requests(
             needed,
             {o.key: o for o in self.orders},
@@ -342,12 +343,14 @@ class MlutpClient:
             max_orders=self.options.max_orders_per_part_request,
             now=time.monotonic(),
         )
-        arrived: set[PartKey] = set()
         limit = asyncio.Semaphore(self.options.parallel_requests)
 
         async def fetch(rule: Rule, batch: list[Order]) -> None:
             async with limit:
-                body = {"orders": [part_order(o, rule.part_name) for o in batch]}
+                body = {
+                    **part_parameters(rule.part_type, self.options, self.position),
+                    "orders": [part_order(o, rule.part_name) for o in batch],
+                }
                 self.stats.part_requests += 1
                 reply = await self.transport.post(self._orders_state, rule.url, body)
                 answer = reply.ok
@@ -355,9 +358,9 @@ class MlutpClient:
                 for order in batch:
                     if self._apply_part(order, rule, results.get(order.orderid)):
                         arrived.add((order.service, order.orderid, rule.part_name))
+                self._publish([o for o in batch if o in self.orders], arrived, needed)
 
         await asyncio.gather(*(fetch(rule, batch) for rule, batch in requests))
-        return arrived
 
     def _apply_part(self, order: Order, rule: Rule, result: dict[str, Any] | None) -> bool:
         """True when the part arrived."""
@@ -382,7 +385,7 @@ class MlutpClient:
     ) -> None:
         """Show the new state of an order only once its required parts asked for in this
         cycle have arrived; until then the previous view stays."""
-        self._views.publish(orders, self.rules, arrived, needed)
+        self.views.publish(orders, self.rules, arrived, needed)
 
     async def _poll_routes(self) -> None:
         """The route's own rule (client.route), with the app's own position and time."""

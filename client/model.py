@@ -4,8 +4,9 @@ modules that use it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
@@ -27,6 +28,11 @@ STATE_KEYS = frozenset(
     }
 )
 ROUTE_STATUSES = frozenset({"driving", "waiting", "transporting"})
+# the part types whose requests carry the app's position
+POSITIONED_PART_TYPES = frozenset({"totw"})
+# the server's bounds on a known order's echo fields (docs/protocol.md: Errors and limits)
+MAX_ECHO_FIELDS = 16
+MAX_ECHO_BYTES = 2048
 # the user changes the app knows: feature → the field it writes; versioned or last-write-wins
 FEATURE_FIELDS = {"destination": "destinations", "comment": "comment", "tips": "tips"}
 LAST_WRITE_WINS = frozenset({"tips"})
@@ -148,3 +154,13 @@ class ClientOptions:
     change_deadline_s: float = 15.0
     # launch with the required parts inline: every order renders from the launch answer
     extended_order_info: bool = True
+    # part_type → what its part requests carry beside `orders` (docs/protocol.md: Extended
+    # order info); a totw request also carries the app's position when it knows it
+    part_parameters: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=lambda: {
+            "totw": {"format_currency": True, "extend_freecars": False, "supported": []}
+        }
+    )
+    # where the client keeps its orders and tags between app starts (None: nowhere): a
+    # restarted app shows them at once and launch revalidates their tags
+    state_file: Path | None = None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from client.model import ClientOptions, Order, OrderKey, Part, Rule
+from client.model import POSITIONED_PART_TYPES, ClientOptions, Order, OrderKey, Part, Rule
 
 
 class PartOutcome(Enum):
@@ -43,6 +43,17 @@ def part_requests(
         for start in range(0, len(batch_orders), max_orders):
             requests.append((rule, batch_orders[start : start + max_orders]))
     return requests
+
+
+def part_parameters(
+    part_type: str, options: ClientOptions, position: tuple[float, float] | None
+) -> dict[str, Any]:
+    """What a part request of this part type carries beside `orders`, and what launch passes
+    on for it (`part_parameters`)."""
+    parameters = dict(options.part_parameters.get(part_type, {}))
+    if part_type in POSITIONED_PART_TYPES and position is not None:
+        parameters["position"] = list(position)
+    return parameters
 
 
 def part_order(order: Order, part_name: str) -> dict[str, str]:

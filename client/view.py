@@ -5,7 +5,7 @@ known to be old, its lock and its capabilities are updated)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from client.model import Order, OrderKey, OrderView, Part, PartKey, Rule
@@ -14,6 +14,8 @@ from client.model import Order, OrderKey, OrderView, Part, PartKey, Rule
 class Views:
     def __init__(self) -> None:
         self._visible: dict[OrderKey, OrderView] = {}
+        # called with the views just published: a UI renders them (each part as it lands)
+        self.on_change: Callable[[list[OrderView]], None] | None = None
 
     def of(self, orders: Iterable[Order]) -> list[OrderView]:
         """The views of these orders, in their order (an order never shown yet has none)."""
@@ -41,9 +43,11 @@ class Views:
             ]
             never_arrived = any(not order.parts.get(n, Part()).arrived for n in required)
             stale_fields: set[str] = set()
-            for part in order.parts.values():
+            fields_of = {r.part_name: r.fields for r in rules.get(order.service, [])}
+            for name, part in order.parts.items():
                 if part.stale:
-                    stale_fields.update(part.fields)
+                    # every field of the rule, held or not: none of them is known to be new
+                    stale_fields.update(fields_of.get(name, ()), part.fields)
             held = self._visible.get(key)
             if waiting and held is not None:
                 # hold the view; only say which of its fields are now known to be old
@@ -73,3 +77,5 @@ class Views:
                 brief=dict(order.brief),
                 change_capabilities=dict(order.change_capabilities),
             )
+        if self.on_change is not None:
+            self.on_change(self.of(orders))

@@ -253,6 +253,9 @@ class JoinedTagReads:
     async def close(self) -> None:
         """Until the calls in flight, and the reads and keeps gathered behind them, are done."""
         while self._sending or self._full or self._open is not None or self._keeping:
+            if self._open is not None:
+                # no more gathering: it goes out now
+                self._open.gathered = True
             if not self._sending:
                 self._dispatch()
             if self._keeping is not None:

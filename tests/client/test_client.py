@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from client.client import MlutpClient
 from client.model import ClientOptions
 from client.route import route_interval_s
+from client.store import known_orders
 from client.transport import Replicas
 from services.launch.app import create_app as create_launch
 from services.launch.config import LaunchSettings
@@ -124,7 +125,7 @@ async def test_after_a_user_change_force_unlocks_as_soon_as_the_version_appears(
     assert not view.locked
     assert view.data["tips"] == {"value": 15} and view.data["version"] == version
     await client.cycle()
-    assert client._known()[0].get("force") is None  # no force once seen
+    assert known_orders(client.orders)[0].get("force") is None  # no force once seen
 
 
 # the source is asked on every poll (list tags off): the test is about a source that fails
@@ -206,7 +207,7 @@ async def test_an_expired_order_is_dropped(
     await client.launch()
     client.user_id = f"{unique}-someone-else"  # the upstream no longer knows it for this user
     client.orders[0].parts["fast_info"].tag = None
-    await client._fetch_parts({("taxi", client.orders[0].orderid): ["fast_info"]})
+    await client._fetch_parts({("taxi", client.orders[0].orderid): ["fast_info"]}, set())
     assert client.orders == []
 
 
@@ -314,12 +315,12 @@ async def test_a_user_change_shows_at_once_locked_and_unlocks_when_a_part_shows_
     assert await client.change("taxi", orderid, "comment", "gate 4")
     [view] = client.view()
     assert view.locked and view.data["comment"] == "gate 4"  # optimistic
-    assert client._known()[0]["force"] is True
+    assert known_orders(client.orders)[0]["force"] is True
     await client.cycle()
     [view] = client.view()
     assert not view.locked and view.data["comment"] == "gate 4"
     assert client.change_results == [("taxi", orderid, "comment", "seen")]
-    assert "force" not in client._known()[0]
+    assert "force" not in known_orders(client.orders)[0]
 
 
 async def test_two_devices_of_one_user_conflict_and_the_later_retries_once_after_catching_up(
@@ -353,7 +354,7 @@ async def test_a_change_not_seen_in_time_fails_if_versioned_and_is_retried_once_
     assert await client.change("taxi", orderid, "comment", "unseen")
     await client.cycle()
     assert client.change_results == [("taxi", orderid, "comment", "failed")]
-    assert not client.view()[0].locked and "force" not in client._known()[0]
+    assert not client.view()[0].locked and "force" not in known_orders(client.orders)[0]
     assert await client.change("taxi", orderid, "tips", {"value": 30})
     await client.cycle()  # past the deadline: the same request again, once
     assert client.view()[0].locked
@@ -387,8 +388,8 @@ async def test_with_extended_order_info_every_order_renders_from_the_launch_alon
     assert taxi.data["status"] == taxi.status  # fast_info's fields are there
 
 
-async def no_part_requests(needed: object) -> set[tuple[str, str, str]]:
-    return set()
+async def no_part_requests(needed: object, arrived: object) -> None:
+    return None
 
 
 async def test_the_client_polls_again_after_the_retry_after_of_a_503(

@@ -263,3 +263,12 @@ async def test_reads_of_different_turns_within_the_gather_time_go_as_one_call():
     alone = await joined.read(*poll_of("alone", 1))
     assert [o.orderid for o in alone.orders] == ["alone-0"]
     assert store.calls == [(4, 8), (1, 2)]
+
+
+async def test_closing_sends_a_read_still_gathering_and_answers_it():
+    store = EchoStore()
+    joined = JoinedTagReads(store, gather_s=60.0)  # type: ignore[arg-type]
+    read = asyncio.create_task(joined.read(*poll_of("last", 1)))
+    await asyncio.sleep(0)  # joined a batch that gathers for a minute
+    await asyncio.wait_for(joined.close(), timeout=5)
+    assert [o.orderid for o in (await read).orders] == ["last-0"]
