@@ -2,7 +2,8 @@
 """The project's two commands, needing nothing but Python 3.11+:
 
     python3 dev.py run    # create .venv, install the project, run the stack (`mlutp run`)
-    python3 dev.py test   # create .venv if needed, then ruff, mypy and the test suite
+    python3 dev.py test   # create .venv if needed, then ruff, mypy and the test suite, and
+                          # the JS client's tests with Node's own runner (`node --test`)
 
 Extra arguments go to `mlutp run` or to pytest. The venv is (re)installed when pyproject.toml
 changes, and made anew for another Python than the one it was made with. `MLUTP_VENV=dir` puts
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -61,6 +63,11 @@ def main() -> None:
     call(BIN / "ruff", "format", "--check", ".")
     call(BIN / "mypy")
     call(BIN / "pytest", *rest)
+    node = shutil.which("node")
+    if node is None:
+        print("node not found: the JS client's tests (tests/js) did not run; Node 20+ runs them")
+    else:
+        call(node, "--test", "tests/js/")
 
 
 if __name__ == "__main__":

@@ -6,20 +6,33 @@
 // - parts by priority, a few requests at a time, up to 3 orders each;
 // - partial updates: a part's fields replace the old ones, and one absent is deleted;
 // - a stale order keeps what the client had, with a loader;
-// - required parts hold the card until they arrive;
+// - every order is shown at once, and its card changes as each part lands: only required
+//   parts hold it;
+// - part requests (and launch's part_parameters) carry their part type's parameters;
+// - known orders echo their brief fields, so a stale order keeps them;
+// - a part error marks every field of its rule stale;
+// - with `storage` (the page's localStorage), orders, tags and policy versions survive a
+//   reload: shown at once, revalidated by launch, nothing unchanged fetched again;
+// - polls are revalidated by their ETag (If-None-Match, 304);
+// - the route (route_distance_depended) is polled by its own rule: often when the car is close;
 // - force after a user change until a part shows it (or its deadline passes);
 // - the order's change capabilities decide what the user may change.
 //
-// `onChange(views)` is called with what the UI renders whenever something changed.
+// `onChange(views)` is called with what the UI renders whenever something changed. It runs in
+// a browser and in Node (`fetch` and `baseUrl` are options; tests/js runs it with node --test).
 
 import { FEATURE_FIELDS, userChanges } from "./changes.js";
+import { parts } from "./parts.js";
+import { routes } from "./route.js";
+import { echoFields, store } from "./store.js";
 import { transport } from "./transport.js";
 
 const STATE_KEYS = new Set([
   "orderid", "service", "status", "tags", "need_request", "update_status",
   "change_capabilities", "parts",
 ]);
-const SUPPORTED_PART_TYPES = new Set(["totw", "eats_full", "taxiroute"]);
+const SUPPORTED_PART_TYPES = new Set(["totw", "eats_full", "grocery_full", "taxiroute"]);
+
 // X-Mlutp-Wait values after which the next poll goes at once
 const AT_ONCE = new Set(["news", "wakeup", "timeout", "shutdown"]);
 
@@ -32,6 +45,13 @@ export const OPTIONS = {
   changeDeadlineMs: 15000,
   backoffBaseMs: 1000,
   backoffCapMs: 30000,
+  // part type → what its part requests carry beside `orders`
+  partParameters: { totw: { format_currency: true, extend_freecars: false, supported: [] } },
+  // the route's own rule: this often (ms) while the car is at most this far (m); farther, the last
+  routeEveryMs: [[500, 2000], [2000, 5000], [10000, 10000]],
+  routeFarEveryMs: 20000,
+  pollRoute: true,
+  storageKey: "mlutp-client-state",
 };
 
 export class Traffic {
@@ -45,7 +65,7 @@ export class Traffic {
   }
 }
 
-function newOrder(orderid, service, status) {
+export function newOrder(orderid, service, status) {
   return {
     orderid, service, status,
     updateStatus: "actual",
@@ -57,14 +77,24 @@ function newOrder(orderid, service, status) {
   };
 }
 
-function newPart() {
-  return { tag: null, fields: {}, arrived: false, stale: false, failures: 0, retryAt: 0 };
+export function newPart() {
+  return {
+    tag: null, fields: {}, arrived: false, stale: false, failures: 0, retryAt: 0, fetchedAt: 0,
+  };
 }
 
 export class MlutpClient {
-  constructor({ onChange = () => {}, options = {} } = {}) {
+  constructor({
+    onChange = () => {}, options = {}, fetch = globalThis.fetch.bind(globalThis), baseUrl = "",
+    storage = null,
+  } = {}) {
     this.options = { ...OPTIONS, ...options };
     this.onChange = onChange;
+    this.fetch = fetch;
+    this.baseUrl = baseUrl;
+    this.storage = storage;
+    this.validated = new Map(); // url → [ETag, answer]: polls revalidated by If-None-Match
+    this.position = null; // [lon, lat] as the app knows it
     this.rules = {}; // service → rules by priority
     this.policyVersions = {};
     this.orders = []; // as shown, in order
@@ -77,6 +107,7 @@ export class MlutpClient {
     this.changeResults = []; // {service, orderid, feature, outcome}
     this.partsFailed = false;
     this.pollNowAsked = false;
+    this.load();
   }
 
   // --- the protocol ------------------------------------------------------------------------
@@ -88,6 +119,9 @@ export class MlutpClient {
       supported_services: this.options.supportedServices,
       known_orders: this.known(),
       supported: ["extended_order_info"],
+      part_parameters: Object.fromEntries(
+        Object.keys(this.options.partParameters).map((type) => [type, this.partParameters(type)]),
+      ),
     };
     const held = { ...this.policyVersions, ...told };
     if (Object.keys(held).length > 0) body.policy_versions = held;
@@ -108,6 +142,7 @@ export class MlutpClient {
     }
     for (const rules of Object.values(this.rules)) rules.sort((a, b) => a.priority - b.priority);
     await this.applyState(state.orders);
+    this.save();
     return true;
   }
 
@@ -135,11 +170,14 @@ export class MlutpClient {
       this.publish(this.orders, new Set());
     }
     await this.followChanges();
+    this.save();
   }
 
   // poll until stopped: right after a waiting poll's answer, or at the server's interval
   async run() {
     while (!(await this.launch()) && !this.stopped) await this.pause(this.intervalMs);
+    // the route keeps its own rhythm beside polls that may be held for long
+    if (this.options.pollRoute) this.routeLoop();
     while (!this.stopped) {
       const started = Date.now();
       await this.cycle();
@@ -222,7 +260,10 @@ export class MlutpClient {
     return this.orders.map((order) => {
       const tags = {};
       for (const [name, part] of Object.entries(order.parts)) if (part.tag) tags[name] = part.tag;
-      const entry = { orderid: order.orderid, service: order.service, status: order.status, tags };
+      const entry = {
+        ...echoFields(order.brief),
+        orderid: order.orderid, service: order.service, status: order.status, tags,
+      };
       if (order.pending) entry.force = true; // a user change waits to be seen
       return entry;
     });
@@ -262,84 +303,10 @@ export class MlutpClient {
     this.orders = orders; // orders left out have finished
     const shown = new Set(orders.map((o) => `${o.service}/${o.orderid}`));
     for (const key of [...this.views.keys()]) if (!shown.has(key)) this.views.delete(key);
-    const arrived = await this.fetchParts(needed);
-    for (const key of inlined) arrived.add(key);
+    // every order at once (one never shown as a placeholder); then each part as it lands
+    const arrived = new Set(inlined);
     this.publish(orders, arrived, needed);
-  }
-
-  // fetch by priority, batching orders per part, a few requests at a time
-  async fetchParts(needed) {
-    const now = Date.now();
-    const batches = new Map(); // url → {rule, orders}
-    for (const [key, names] of needed) {
-      const order = this.orders.find((o) => `${o.service}/${o.orderid}` === key);
-      if (!order) continue;
-      for (const name of names) {
-        const rule = this.rule(order.service, name);
-        order.parts[name] ||= newPart();
-        if (!rule || order.parts[name].retryAt > now) continue; // backing off after errors
-        if (!batches.has(rule.url)) batches.set(rule.url, { rule, orders: [] });
-        batches.get(rule.url).orders.push(order);
-      }
-    }
-    const requests = [];
-    const sorted = [...batches.values()].sort((a, b) => a.rule.priority - b.rule.priority);
-    for (const { rule, orders } of sorted) {
-      for (let i = 0; i < orders.length; i += this.options.maxOrdersPerPartRequest) {
-        requests.push({ rule, orders: orders.slice(i, i + this.options.maxOrdersPerPartRequest) });
-      }
-    }
-    const arrived = new Set();
-    const fetchOne = async ({ rule, orders }) => {
-      const body = {
-        orders: orders.map((order) => {
-          const tag = order.parts[rule.part_name].tag;
-          return tag ? { orderid: order.orderid, tag } : { orderid: order.orderid };
-        }),
-      };
-      this.traffic.partRequests += 1;
-      const answer = await this.post(rule.url, body);
-      const results = new Map((answer?.orders || []).map((r) => [r.orderid, r]));
-      for (const order of orders) {
-        if (this.applyPart(order, rule, results.get(order.orderid) || null)) {
-          arrived.add(`${order.service}/${order.orderid}/${rule.part_name}`);
-        }
-      }
-    };
-    // requests in priority order, at most `parallelRequests` at a time
-    let next = 0;
-    const worker = async () => {
-      while (next < requests.length) await fetchOne(requests[next++]);
-    };
-    await Promise.all(Array.from({ length: this.options.parallelRequests }, worker));
-    return arrived;
-  }
-
-  applyPart(order, rule, result) {
-    const part = order.parts[rule.part_name];
-    if (result === null || "error" in result) {
-      if (result?.error?.update_status === "expired") {
-        this.orders = this.orders.filter((o) => o !== order);
-        return false;
-      }
-      // the part's fields are old now; retry with backoff
-      this.partsFailed = true;
-      part.stale = true;
-      part.failures += 1;
-      const backoff = Math.min(
-        this.options.backoffCapMs, this.options.backoffBaseMs * 2 ** (part.failures - 1),
-      );
-      part.retryAt = Date.now() + backoff * (0.5 + Math.random() / 2);
-      return false;
-    }
-    // the part's fields, exactly: one absent from the answer is deleted
-    part.fields = {};
-    for (const name of rule.fields) if (name in result) part.fields[name] = result[name];
-    part.tag = result.tag ?? null;
-    Object.assign(part, { arrived: true, stale: false, failures: 0, retryAt: 0 });
-    const version = part.fields.version;
-    if (Number.isInteger(version) && version > order.seenVersion) order.seenVersion = version;
-    return true;
+    await this.fetchParts(needed, arrived);
   }
 
   // an order's new state is shown only once the required parts asked for in this cycle
@@ -354,15 +321,19 @@ export class MlutpClient {
       );
       const neverArrived = required.some((name) => !order.parts[name]?.arrived);
       const parts = {};
+      const staleFields = new Set();
       for (const rule of rules) {
-        if (rule.polling_type !== "tag_defined") continue;
         const part = order.parts[rule.part_name];
+        // every field of a failed part's rule, held or not: none is known to be new
+        if (part?.stale) for (const field of rule.fields) staleFields.add(field);
+        if (rule.polling_type !== "tag_defined") continue;
         parts[rule.part_name] = !part?.arrived ? "missing" : part.stale ? "stale" : "fresh";
       }
       const held = this.views.get(key);
       if (waiting.length && held) {
         this.views.set(key, {
-          ...held, parts, locked: order.pending !== null, capabilities: order.capabilities,
+          ...held, parts, staleFields, locked: order.pending !== null,
+          capabilities: order.capabilities,
         });
         continue;
       }
@@ -382,6 +353,7 @@ export class MlutpClient {
         data,
         brief: { ...order.brief },
         parts,
+        staleFields,
         capabilities: { ...order.capabilities },
         seenVersion: order.seenVersion,
       });
@@ -397,5 +369,6 @@ export class MlutpClient {
 
 }
 
-// user changes and the transport: methods of the client, in modules of their own
-Object.assign(MlutpClient.prototype, userChanges, transport);
+// user changes, parts, the route, the kept state and the transport: methods of the client, in
+// modules of their own
+Object.assign(MlutpClient.prototype, userChanges, parts, routes, store, transport);

@@ -5,7 +5,8 @@
 import { MlutpClient } from "./client.js";
 
 const $ = (id) => document.getElementById(id);
-const client = new MlutpClient({ onChange: render });
+// the page's localStorage keeps the orders and their tags across reloads
+const client = new MlutpClient({ onChange: render, storage: window.localStorage });
 const cards = new Map(); // key → card element
 const shownSince = new Map(); // key → when the card appeared (legacy polls it from then)
 const shownUntil = new Map(); // key → when it left (null while shown)

@@ -13,24 +13,32 @@ export const transport = {
     });
   },
 
-  // a JSON POST through the page's own origin; counted for the traffic panel
-  async call(url, body, signal) {
+  // a JSON POST through the page's own origin (or `baseUrl`); counted for the traffic panel.
+  // With `revalidate`, the last answer's ETag goes in If-None-Match and a 304 is that answer
+  async call(url, body, signal, { revalidate = false } = {}) {
     const sent = JSON.stringify(body);
     this.traffic.requests += 1;
     this.traffic.bytesSent += new TextEncoder().encode(sent).length;
-    const response = await fetch(url, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: sent,
-      signal,
+    const headers = { "Content-Type": "application/json" };
+    const held = revalidate ? this.validated.get(url) : undefined;
+    if (held) headers["If-None-Match"] = held[0];
+    const response = await this.fetch(this.baseUrl + url, {
+      method: "POST", headers, body: sent, signal,
     });
     const text = await response.text();
     this.traffic.bytesReceived += new TextEncoder().encode(text).length;
+    if (response.status === 304 && held) {
+      return { status: 200, answer: held[1], headers: response.headers };
+    }
     let answer = null;
     try {
       answer = JSON.parse(text);
     } catch {
       answer = null;
+    }
+    const etag = response.headers.get("ETag");
+    if (revalidate && response.status === 200 && etag && answer !== null) {
+      this.validated.set(url, [etag, answer]);
     }
     return { status: response.status, answer, headers: response.headers };
   },
@@ -40,7 +48,8 @@ export const transport = {
     let result;
     try {
       if (poll) this.traffic.polls += 1;
-      result = await this.call(url, body, signal);
+      // orders/state is revalidated by its ETag (launch never answers 304)
+      result = await this.call(url, body, signal, { revalidate: url.endsWith("/orders/state") });
     } catch (error) {
       if (error.name === "AbortError") throw error;
       if (poll) this.intervalMs = this.options.fallbackIntervalMs;

@@ -1,0 +1,245 @@
+// The browser reference client (demo/static/client.js) against a server of this file's own,
+// run by Node's test runner: `node --test tests/js/` (python3 dev.py test runs it). Each test
+// names what docs/protocol.md ("Writing a client") asks of a client.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { MlutpClient } from "../../demo/static/client.js";
+
+const RULES = [
+  { service: "taxi", part_name: "fast_info", url: "/mlutp/v1/taxi/fast_info", part_type: "totw",
+    fields: ["status", "eta"], polling_type: "tag_defined", priority: 0, required: true },
+  { service: "taxi", part_name: "slow", url: "/mlutp/v1/taxi/slow", part_type: "totw",
+    fields: ["performer", "park"], polling_type: "tag_defined", priority: 4 },
+  { service: "taxi", part_name: "route", url: "/mlutp/v1/taxi/route", part_type: "taxiroute",
+    fields: ["distance_left_m"], polling_type: "route_distance_depended", priority: 5 },
+  { service: "grocery", part_name: "grocery_full", url: "/mlutp/v1/grocery/full",
+    part_type: "grocery_full", fields: ["items"], polling_type: "tag_defined", priority: 0,
+    required: true },
+];
+
+// orders/state, launch and the part endpoints, as the contract says, over in-memory orders;
+// every request recorded, and what a part endpoint answers can be held or made to fail
+class Server {
+  constructor() {
+    this.orders = []; // {orderid, service, status, brief, tags: {part: tag}, data: {part: fields}}
+    this.events = []; // ["request", {url, body, headers}] and ["frame", views], in order
+    this.hold = new Map(); // part name → a promise its answers wait for
+    this.failing = new Set(); // part names answered with an error
+    this.fetch = this.fetch.bind(this);
+  }
+
+  add(orderid, service, status, data, brief = {}) {
+    const tags = Object.fromEntries(Object.keys(data).map((part) => [part, `${part}-1`]));
+    this.orders.push({ orderid, service, status, brief, tags, data });
+  }
+
+  change(orderid, part, fields, status) {
+    const order = this.orders.find((o) => o.orderid === orderid);
+    order.data[part] = { ...order.data[part], ...fields };
+    order.tags[part] = `${part}-${Number(order.tags[part].split("-").pop()) + 1}`;
+    if (status) order.status = status;
+  }
+
+  requests(fragment) {
+    return this.events.filter(([kind, r]) => kind === "request" && r.url.includes(fragment))
+      .map(([, r]) => r);
+  }
+
+  state(known) {
+    const byId = new Map(known.map((k) => [k.orderid, k]));
+    return this.orders.map((order) => {
+      const held = byId.get(order.orderid)?.tags || {};
+      const tags = {};
+      const need = [];
+      for (const rule of RULES.filter((r) => r.service === order.service)) {
+        if (rule.polling_type !== "tag_defined") continue;
+        if (held[rule.part_name] === order.tags[rule.part_name]) tags[rule.part_name] = held[rule.part_name];
+        else need.push(rule.part_name);
+      }
+      return {
+        orderid: order.orderid, service: order.service, status: order.status,
+        update_status: "actual", tags, need_request: need, ...order.brief,
+      };
+    });
+  }
+
+  async fetch(url, init) {
+    const path = new URL(url).pathname;
+    const body = JSON.parse(init.body);
+    this.events.push(["request", { url: path, body, headers: init.headers }]);
+    if (path === "/4.0/launch") {
+      const state = {
+        orders: this.state(body.known_orders), allowed_changes: {},
+        polling_policy: RULES, policy_versions: { taxi: "v1", grocery: "v1" },
+      };
+      return json({ mlutp_orders_state: state });
+    }
+    if (path === "/mlutp/v1/orders/state") {
+      const answer = {
+        orders: this.state(body.known_orders), allowed_changes: {},
+        policy_versions: { taxi: "v1", grocery: "v1" },
+      };
+      const etag = `"${JSON.stringify(answer).length}-${JSON.stringify(answer.orders).length}"`;
+      if (init.headers["If-None-Match"] === etag) return new Response(null, { status: 304, headers: { ETag: etag } });
+      return json(answer, { ETag: etag });
+    }
+    const rule = RULES.find((r) => r.url === path);
+    if (rule.polling_type === "route_distance_depended") return json({ distance_left_m: 1500 });
+    await this.hold.get(rule.part_name);
+    if (this.failing.has(rule.part_name)) return json({ code: "upstream" }, {}, 500);
+    return json({
+      orders: body.orders.map(({ orderid }) => {
+        const order = this.orders.find((o) => o.orderid === orderid);
+        return { orderid, tag: order.tags[rule.part_name], ...order.data[rule.part_name] };
+      }),
+    });
+  }
+}
+
+function json(value, headers = {}, status = 200) {
+  return new Response(JSON.stringify(value), {
+    status, headers: { "Content-Type": "application/json", "X-Yataxi-Polling-Interval-Ms": "1000", ...headers },
+  });
+}
+
+function clientOf(server, { storage = null, options = {} } = {}) {
+  return new MlutpClient({
+    fetch: server.fetch, baseUrl: "http://bff.test", storage,
+    options: { waitMs: 0, backoffBaseMs: 0, pollRoute: false, ...options },
+    onChange: (views) => server.events.push(["frame", views]),
+  });
+}
+
+function deferred() {
+  let resolve;
+  const promise = new Promise((r) => { resolve = r; });
+  return { promise, resolve };
+}
+
+function taxi(server, orderid = "t1") {
+  server.add(orderid, "taxi", "driving", {
+    fast_info: { status: "driving", eta: 5 }, slow: { performer: "Ivan", park: "Park 1" },
+  }, { short_address: "Lenina 1", tariff_class: "econom" });
+}
+
+test("every order of the launch is shown before any part is asked for", async () => {
+  const server = new Server();
+  taxi(server);
+  server.add("g1", "grocery", "assembling", { grocery_full: { items: 3 } });
+  const client = clientOf(server);
+  await client.launch();
+  const firstPart = server.events.findIndex(([k, r]) => k === "request" && r.url !== "/4.0/launch");
+  const firstFrame = server.events.findIndex(([k]) => k === "frame");
+  assert.ok(firstFrame < firstPart);
+  const shown = server.events[firstFrame][1];
+  assert.deepEqual(shown.map((v) => v.orderid).sort(), ["g1", "t1"]);
+  assert.ok(shown.every((v) => v.loading));
+  // grocery's part type is one the client knows: its card gets its details
+  assert.equal(client.view().find((v) => v.service === "grocery").data.items, 3);
+});
+
+test("a status change shows as soon as the required part lands, before a slow part", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  server.change("t1", "fast_info", { status: "transporting" }, "transporting");
+  server.change("t1", "slow", { park: "Park 2" });
+  const slow = deferred();
+  server.hold.set("slow", slow.promise);
+  const cycle = client.cycle();
+  // the cycle is still out (the slow part held) when the new status is shown
+  while (client.view()[0]?.data.status !== "transporting") await new Promise((r) => setImmediate(r));
+  assert.equal(client.view()[0].data.park, "Park 1");
+  slow.resolve();
+  await cycle;
+  assert.equal(client.view()[0].data.park, "Park 2");
+});
+
+test("part requests and launch carry the part type's parameters", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  client.position = [37.6, 55.7];
+  await client.launch();
+  const expected = {
+    format_currency: true, extend_freecars: false, supported: [], position: [37.6, 55.7],
+  };
+  assert.deepEqual(server.requests("/4.0/launch")[0].body.part_parameters.totw, expected);
+  const parts = server.requests("/mlutp/v1/taxi/");
+  assert.ok(parts.length > 0);
+  for (const { body } of parts) {
+    const { orders, ...parameters } = body;
+    assert.deepEqual(parameters, expected);
+  }
+});
+
+test("known orders echo their brief fields", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  const [poll] = server.requests("/orders/state");
+  assert.equal(poll.body.known_orders[0].short_address, "Lenina 1");
+  assert.equal(poll.body.known_orders[0].tariff_class, "econom");
+});
+
+test("a part error marks every field of its rule stale", async () => {
+  const server = new Server();
+  taxi(server);
+  server.failing.add("slow");
+  const client = clientOf(server);
+  await client.launch();
+  const [view] = client.view();
+  assert.deepEqual([...view.staleFields].sort(), ["park", "performer"]);
+  assert.equal(view.data.status, "driving");
+});
+
+test("a reloaded app shows its orders at once and fetches nothing unchanged", async () => {
+  const server = new Server();
+  taxi(server);
+  const kept = new Map();
+  const storage = { getItem: (k) => kept.get(k) ?? null, setItem: (k, v) => kept.set(k, v) };
+  const before = clientOf(server, { storage });
+  await before.launch();
+  const shown = before.view().map((v) => v.data);
+
+  const after = clientOf(server, { storage });
+  assert.deepEqual(after.view().map((v) => v.data), shown); // from its cache
+  server.events.length = 0;
+  await after.launch();
+  await after.cycle();
+  assert.equal(after.traffic.partRequests, 0);
+  assert.deepEqual(after.view().map((v) => v.data), shown);
+  assert.ok(after.view().every((v) => !v.loading && v.updateStatus === "actual"));
+});
+
+test("a poll is revalidated by its ETag, and a 304 keeps the answer", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  await client.cycle();
+  const [first, second] = server.requests("/orders/state");
+  assert.equal(first.headers["If-None-Match"], undefined);
+  assert.ok(second.headers["If-None-Match"]);
+  assert.equal(client.view()[0].data.status, "driving");
+});
+
+test("the route is polled by its own rule, with the app's position", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  client.position = [37.6, 55.7];
+  await client.launch();
+  await client.pollRoutes();
+  await client.pollRoutes(); // 1.5 km left: not due again for seconds
+  const routes = server.requests("/taxi/route");
+  assert.equal(routes.length, 1);
+  assert.deepEqual(routes[0].body.coordinates, [37.6, 55.7]);
+  assert.equal(client.view()[0].data.distance_left_m, 1500);
+});
