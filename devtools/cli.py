@@ -100,6 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from devtools.loadtest.cli import add_arguments
 
     add_arguments(loadtest)
+    conformance = commands.add_parser(
+        "conformance", help="a client's requests checked against the contract, scenario by scenario"
+    )
+    from devtools.conformance.cli import add_arguments as add_conformance_arguments
+
+    add_conformance_arguments(conformance)
     args = parser.parse_args(argv)
     if args.command == "run":
         return asyncio.run(run_stack(args.ready_timeout, args.with_clients))
@@ -107,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from devtools.loadtest.cli import main as loadtest_main
 
         return loadtest_main(args)
+    if args.command == "conformance":
+        from devtools.conformance.cli import main as conformance_main
+
+        return conformance_main(args)
     return 2
 
 

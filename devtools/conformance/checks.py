@@ -1,0 +1,211 @@
+"""The contract's rules for a client, as pure checks over the exchanges it made (one user's,
+in order): each returns what broke a rule, in words; none, when the client kept it.
+
+- never polls faster than the interval the last answer gave (after a wait's end or news it
+  may poll at once; after a 503, not before its Retry-After);
+- fetches exactly the parts `need_request` names (none else, none left out unless it is
+  backing off after an error), by priority;
+- sends back the tags it got;
+- sends `force` only while a change of its own is unseen;
+- keeps a stale order, with its echo fields.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from devtools.conformance.recording import Exchange
+
+# a poll answered with one of these may be followed by the next at once
+AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
+# the clock's and the network's slack, in seconds
+SLACK_S = 0.1
+# part requests that start this close together were sent in parallel: no order between them
+PARALLEL_S = 0.05
+STATE_KEYS = frozenset(
+    {
+        "orderid",
+        "service",
+        "status",
+        "tags",
+        "need_request",
+        "update_status",
+        "change_capabilities",
+        "parts",
+    }
+)
+
+
+def _orders(exchange: Exchange) -> list[dict[str, Any]]:
+    answer = exchange.answer or {}
+    if exchange.kind == "launch":
+        answer = answer.get("mlutp_orders_state", {})
+    orders: list[dict[str, Any]] = answer.get("orders", [])
+    return orders
+
+
+def _requests(exchanges: Sequence[Exchange]) -> list[Exchange]:
+    """Launches and polls: the requests the interval is about."""
+    return [e for e in exchanges if e.kind in ("launch", "poll")]
+
+
+def interval_kept(exchanges: Sequence[Exchange]) -> list[str]:
+    problems = []
+    asked = _requests(exchanges)
+    for before, after in itertools.pairwise(asked):
+        gap = after.at - before.at
+        if before.status == 503:
+            wait_s = float(before.answer_headers.get("Retry-After", 0))
+            if gap + SLACK_S < wait_s:
+                problems.append(f"polled {gap:.2f} s after a 503 with Retry-After {wait_s:.0f} s")
+            continue
+        if before.answer_headers.get("X-Mlutp-Wait") in AT_ONCE:
+            continue
+        if after.kind == "launch" and before.kind == "poll":
+            continue  # told to hold another policy: launch again at once
+        interval_ms = before.answer_headers.get("X-Yataxi-Polling-Interval-Ms")
+        if interval_ms is None or before.status not in (200, 304):
+            continue
+        if gap + SLACK_S < int(interval_ms) / 1000:
+            problems.append(f"polled {gap:.2f} s after an answer that said {interval_ms} ms")
+    return problems
+
+
+def retry_after_obeyed(exchanges: Sequence[Exchange]) -> list[str]:
+    return [p for p in interval_kept(exchanges) if "Retry-After" in p]
+
+
+def need_request_fetched(
+    exchanges: Sequence[Exchange], part_urls: Mapping[str, tuple[str, str, int]]
+) -> list[str]:
+    """`part_urls`: a part endpoint's path → (service, part name, priority), from the policy."""
+    problems = []
+    failed: set[tuple[str, str]] = set()
+    needed: set[tuple[str, str]] = set()
+    fetched: list[tuple[Exchange, str, str, int]] = []
+
+    def close_round() -> None:
+        for orderid, part in sorted(needed - {(o, p) for _, o, p, _ in fetched} - failed):
+            problems.append(f"{part} of {orderid} was named in need_request and not fetched")
+        order = sorted(fetched, key=lambda f: f[0].at)
+        for (a, _, pa, prio_a), (b, _, pb, prio_b) in itertools.pairwise(order):
+            if b.at - a.at > PARALLEL_S and prio_b < prio_a:
+                problems.append(f"{pb} (priority {prio_b}) fetched after {pa} ({prio_a})")
+
+    for exchange in exchanges:
+        if exchange.kind in ("launch", "poll"):
+            if exchange.status not in (200, 304):
+                continue
+            close_round()
+            needed, fetched = set(), []
+            for order in _orders(exchange):
+                inline = set(order.get("parts", {}))
+                for part in order.get("need_request", []):
+                    if part not in inline and order.get("update_status") == "actual":
+                        needed.add((order["orderid"], part))
+            continue
+        target = part_urls.get(exchange.path)
+        if target is None or target[1] == "route":
+            continue
+        _, part, priority = target
+        for item in exchange.request.get("orders", []):
+            orderid = item.get("orderid")
+            if (orderid, part) not in needed:
+                problems.append(f"{part} of {orderid} fetched but not named in need_request")
+            fetched.append((exchange, orderid, part, priority))
+        answered = {o.get("orderid"): o for o in (exchange.answer or {}).get("orders", [])}
+        for item in exchange.request.get("orders", []):
+            result = answered.get(item.get("orderid"))
+            key = (item.get("orderid"), part)
+            if exchange.status != 200 or result is None or "error" in result:
+                failed.add(key)  # backing off: it may be left out next time
+            else:
+                failed.discard(key)
+    return problems
+
+
+def tags_sent_back(
+    exchanges: Sequence[Exchange], part_urls: Mapping[str, tuple[str, str, int]]
+) -> list[str]:
+    problems = []
+    held: dict[str, dict[str, str]] = {}  # orderid → part → the tag the client should hold
+    for exchange in exchanges:
+        if exchange.kind in ("launch", "poll") and exchange.request:
+            for known in exchange.request.get("known_orders", []):
+                expected = held.get(known.get("orderid", ""))
+                if expected is not None and known.get("tags", {}) != expected:
+                    problems.append(
+                        f"{known.get('orderid')}: sent tags {sorted(known.get('tags', {}).items())}"
+                        f", held {sorted(expected.items())}"
+                    )
+        if exchange.kind in ("launch", "poll") and exchange.status in (200, 304):
+            for order in _orders(exchange):
+                if order.get("update_status") != "actual":
+                    continue
+                tags = dict(order.get("tags", {}))
+                for part, fields in order.get("parts", {}).items():
+                    if isinstance(fields, dict) and fields.get("tag"):
+                        tags[part] = fields["tag"]
+                held[order["orderid"]] = tags
+        elif exchange.kind == "part" and exchange.status == 200:
+            target = part_urls.get(exchange.path)
+            if target is None or target[1] == "route":
+                continue
+            for result in (exchange.answer or {}).get("orders", []):
+                if "error" not in result and result.get("tag"):
+                    held.setdefault(result["orderid"], {})[target[1]] = result["tag"]
+    return problems
+
+
+def force_only_while_unseen(exchanges: Sequence[Exchange], changes: Mapping[str, int]) -> list[str]:
+    """`changes`: orderid → the data version a change of the user's returned."""
+    problems = []
+    seen: dict[str, int] = {}
+    for exchange in exchanges:
+        if exchange.kind in ("launch", "poll"):
+            for known in exchange.request.get("known_orders", []):
+                orderid = known.get("orderid", "")
+                if not known.get("force"):
+                    continue
+                version = changes.get(orderid)
+                if version is None:
+                    problems.append(f"{orderid}: force sent with no change of the user's")
+                elif seen.get(orderid, 0) >= version:
+                    problems.append(f"{orderid}: force sent after version {version} was seen")
+        if exchange.kind == "part" and exchange.status == 200:
+            for result in (exchange.answer or {}).get("orders", []):
+                version = result.get("version")
+                if isinstance(version, int):
+                    seen[result["orderid"]] = max(seen.get(result["orderid"], 0), version)
+    return problems
+
+
+def stale_orders_kept_with_echo(exchanges: Sequence[Exchange]) -> list[str]:
+    problems = []
+    brief: dict[str, dict[str, Any]] = {}  # orderid → its brief fields, as last seen actual
+    stale: set[str] = set()
+    for exchange in exchanges:
+        if exchange.kind not in ("launch", "poll"):
+            continue
+        sent = {k.get("orderid"): k for k in exchange.request.get("known_orders", [])}
+        for orderid in sorted(stale):
+            known = sent.get(orderid)
+            if known is None:
+                problems.append(f"{orderid} came back stale and was not polled for again")
+                continue
+            missing = {k for k, v in brief.get(orderid, {}).items() if known.get(k) != v}
+            if missing:
+                problems.append(f"{orderid} (stale) was polled without its echo {sorted(missing)}")
+        if exchange.status not in (200, 304):
+            continue
+        stale = set()
+        for order in _orders(exchange):
+            if order.get("update_status") == "stale":
+                stale.add(order["orderid"])
+            elif order.get("update_status") == "actual":
+                brief[order["orderid"]] = {
+                    k: v for k, v in order.items() if k not in STATE_KEYS and k != "created_at"
+                }
+    return problems

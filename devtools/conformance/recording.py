@@ -1,0 +1,138 @@
+"""The recording pass-through: launch, orders/state and the part endpoints, passed on to the
+real services as they are, each exchange recorded (when, what was sent, what came back). It
+can answer the next polls itself with a 503 and a Retry-After, as a shedding server would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+# what the checks read of a request's and an answer's headers
+REQUEST_HEADERS = ("X-Yandex-UID", "If-None-Match")
+ANSWER_HEADERS = ("X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After", "ETag")
+LAUNCH_PATH = "/4.0/launch"
+POLL_PATH = "/mlutp/v1/orders/state"
+
+
+@dataclass
+class Exchange:
+    at: float  # monotonic seconds, when the request came
+    path: str
+    user: str
+    request: dict[str, Any]
+    request_headers: dict[str, str]
+    status: int
+    answer_headers: dict[str, str]
+    # the answer's body; a 304's is the answer it stands for (the last 200 of that path)
+    answer: dict[str, Any] | None
+
+    @property
+    def kind(self) -> str:
+        if self.path == LAUNCH_PATH:
+            return "launch"
+        if self.path == POLL_PATH:
+            return "poll"
+        return "part"
+
+
+@dataclass
+class Recorder:
+    launch_url: str
+    orders_state_url: str
+    exchanges: list[Exchange] = field(default_factory=list)
+    # polls still to be answered 503 by the pass-through itself, and the Retry-After it gives
+    shed_polls: int = 0
+    retry_after_s: int = 2
+    _last_ok: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # told of every exchange recorded: a scenario awaits what the client does
+    recorded: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def of(self, user: str) -> list[Exchange]:
+        return [e for e in self.exchanges if e.user == user]
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        async with self.recorded:
+            await self.recorded.wait_for(predicate)
+
+    async def _record(self, exchange: Exchange) -> None:
+        self.exchanges.append(exchange)
+        async with self.recorded:
+            self.recorded.notify_all()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        user = request.headers.get("X-Yandex-UID", "")
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
+        sent = {k: request.headers[k] for k in REQUEST_HEADERS if k in request.headers}
+        at = time.monotonic()
+        if request.path == POLL_PATH and self.shed_polls > 0:
+            self.shed_polls -= 1
+            headers = {"Retry-After": str(self.retry_after_s)}
+            payload = b'{"code": "overloaded", "message": "conformance kit: shed"}'
+            await self._record(Exchange(at, request.path, user, body, sent, 503, headers, None))
+            return web.Response(
+                status=503, body=payload, content_type="application/json", headers=headers
+            )
+        base = self.launch_url if request.path == LAUNCH_PATH else self.orders_state_url
+        forwarded = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
+        }
+        session: aiohttp.ClientSession = request.app[SESSION]
+        async with session.post(base + request.path, data=raw, headers=forwarded) as upstream:
+            payload = await upstream.read()
+            status = upstream.status
+            answer_headers = {
+                k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers
+            }
+            content_type = upstream.headers.get("Content-Type", "application/json")
+        answer: dict[str, Any] | None = None
+        key = (user, request.path)
+        if status == 200:
+            try:
+                answer = json.loads(payload)
+            except ValueError:
+                answer = None
+            if answer is not None:
+                self._last_ok[key] = answer
+        elif status == 304:
+            answer = self._last_ok.get(key)
+        await self._record(
+            Exchange(at, request.path, user, body, sent, status, answer_headers, answer)
+        )
+        return web.Response(
+            status=status,
+            body=payload or None,
+            headers={**answer_headers, "Content-Type": content_type.split(";")[0]}
+            if status != 304
+            else answer_headers,
+        )
+
+
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+RECORDER = web.AppKey("recorder", Recorder)
+
+
+def create_app(recorder: Recorder) -> web.Application:
+    app = web.Application()
+    app[RECORDER] = recorder
+
+    async def session_ctx(app: web.Application) -> AsyncIterator[None]:
+        app[SESSION] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        yield
+        await app[SESSION].close()
+
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_post("/{tail:.*}", recorder.handle)
+    return app

@@ -1,0 +1,124 @@
+"""The kit's run: a stack of its own (short intervals, no min TTL, the emulator's driver off:
+only the scenarios change orders), the recording pass-through in front of it, and each
+scenario with a user of its own, then the general checks over that user's exchanges."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from devtools.conformance import checks
+from devtools.conformance.clients import ClientUnderTest
+from devtools.conformance.recording import Exchange, Recorder, create_app
+from devtools.conformance.scenarios import SCENARIOS, Kit
+from devtools.stack import STACK, Stack, free_ports_env
+from shared.embedded_redis import free_port
+from shared.policy import PollingType, load_policy
+
+# the kit's stack: intervals of a second or two, so that a scenario takes seconds
+KIT_ENV = {
+    "EMULATOR_DRIVER_ENABLED": "false",
+    "MLUTP_MIN_TTL_S": "0",
+    "MLUTP_INTERVAL_MAX_MS": "2000",
+    "MLUTP_INTERVAL_NO_ORDERS_MS": "2000",
+    "LOG_LEVEL": "WARNING",
+}
+
+
+@dataclass
+class Result:
+    scenario: str
+    passed: bool
+    problems: list[str]
+    requests: int
+
+
+def part_urls() -> dict[str, tuple[str, str, int]]:
+    """A part endpoint's path → (service, part name, priority), of every served version;
+    the route's own rule is not need_request's."""
+    return {
+        endpoint.rule.url: (endpoint.service, endpoint.rule.part_name, endpoint.rule.priority)
+        for endpoint in load_policy().endpoints
+        if endpoint.rule.polling_type != PollingType.ROUTE_DISTANCE_DEPENDED
+    }
+
+
+def check(exchanges: Sequence[Exchange], changes: Mapping[str, int]) -> list[str]:
+    urls = part_urls()
+    found = {
+        "interval": checks.interval_kept(exchanges),
+        "need_request": checks.need_request_fetched(exchanges, urls),
+        "tags": checks.tags_sent_back(exchanges, urls),
+        "force": checks.force_only_while_unseen(exchanges, changes),
+        "stale echo": checks.stale_orders_kept_with_echo(exchanges),
+    }
+    return [f"{name}: {problem}" for name, problems in found.items() for problem in problems]
+
+
+async def run_kit(client: ClientUnderTest, names: Sequence[str]) -> list[Result]:
+    env = {**os.environ, **free_ports_env(), **KIT_ENV}
+    env.pop("REDIS_URL", None)
+    env.pop("REDIS_CLUSTER_NODES", None)
+    stack = Stack(env, [s for s in STACK if s.name != "demo"])
+    await stack.start()
+    recorder = Recorder(stack.url("launch"), stack.url("orders_state"))
+    runner = web.AppRunner(create_app(recorder))
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    base = f"http://127.0.0.1:{port}"
+    results = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            for name in names:
+                user = f"conformance-{uuid.uuid4().hex[:8]}"
+                kit = Kit(session, stack.url("emulator"), recorder, client, user)
+                await client.start(user, f"{base}/4.0/launch", base)
+                try:
+                    problems = await SCENARIOS[name](kit)
+                except TimeoutError as exc:
+                    problems = [str(exc)]
+                finally:
+                    await client.stop()
+                exchanges = kit.exchanges()
+                problems += check(exchanges, kit.changes)
+                results.append(Result(name, not problems, problems, len(exchanges)))
+    finally:
+        await runner.cleanup()
+        await stack.close()
+    return results
+
+
+def print_table(client: str, results: Sequence[Result]) -> None:
+    width = max(len(r.scenario) for r in results)
+    print(f"conformance of the {client} client")
+    for result in results:
+        verdict = "pass" if result.passed else "FAIL"
+        print(f"{result.scenario:<{width}}  {verdict}  {result.requests:>4} requests")
+        for problem in result.problems:
+            print(f"{'':<{width}}        {problem}")
+
+
+def write_report(path: Path, client: str, results: Sequence[Result]) -> None:
+    report = {
+        "client": client,
+        "passed": all(r.passed for r in results),
+        "scenarios": [asdict(r) for r in results],
+    }
+    path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def run(client: ClientUnderTest, names: Sequence[str], report: Path | None) -> int:
+    results = asyncio.run(run_kit(client, names))
+    print_table(client.name, results)
+    if report is not None:
+        write_report(report, client.name, results)
+    return 0 if all(r.passed for r in results) else 1

@@ -1,0 +1,178 @@
+"""The conformance kit (issue 27): its checks say what a client did against the contract (each
+check fed exchanges that break its rule, and ones that keep it), the reference client passes
+its scenarios on a real stack, and a client that breaks a rule fails with the rule named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import client.client as client_module
+from devtools.conformance import checks
+from devtools.conformance.clients import PythonClient
+from devtools.conformance.recording import LAUNCH_PATH, POLL_PATH, Exchange
+from devtools.conformance.runner import part_urls, run
+from devtools.conformance.scenarios import SCENARIOS
+
+FAST = "/mlutp/v1/taxi/fast_info"
+RARE = "/mlutp/v1/taxi/rarely_changed"
+URLS = {FAST: ("taxi", "fast_info", 0), RARE: ("taxi", "rarely_changed", 1)}
+
+
+def poll(
+    at: float,
+    known: list[dict[str, Any]],
+    orders: list[dict[str, Any]],
+    *,
+    status: int = 200,
+    interval_ms: int = 1000,
+    waited: str | None = None,
+    retry_after: int | None = None,
+) -> Exchange:
+    headers = {"X-Yataxi-Polling-Interval-Ms": str(interval_ms)}
+    if waited:
+        headers["X-Mlutp-Wait"] = waited
+    if retry_after is not None:
+        headers = {"Retry-After": str(retry_after)}
+    answer = {"orders": orders} if status == 200 else None
+    return Exchange(at, POLL_PATH, "u", {"known_orders": known}, {}, status, headers, answer)
+
+
+def part(at: float, path: str, orderid: str, tag: str = "t", error: bool = False) -> Exchange:
+    result = (
+        {"orderid": orderid, "error": {"update_status": "stale"}}
+        if error
+        else {"orderid": orderid, "tag": tag, "version": 2}
+    )
+    return Exchange(
+        at, path, "u", {"orders": [{"orderid": orderid}]}, {}, 200, {}, {"orders": [result]}
+    )
+
+
+def order(need: list[str], tags: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "orderid": "o1",
+        "service": "taxi",
+        "status": "driving",
+        "update_status": "actual",
+        "need_request": need,
+        "tags": tags or {},
+        **extra,
+    }
+
+
+def test_polling_faster_than_the_interval_or_the_retry_after_is_named():
+    kept = [
+        poll(0, [], [], interval_ms=1000),
+        poll(1.0, [], [], waited="timeout"),
+        poll(1.1, [], []),
+    ]
+    assert checks.interval_kept(kept) == []
+    too_soon = [poll(0, [], [], interval_ms=2000), poll(0.5, [], [])]
+    assert checks.interval_kept(too_soon) == ["polled 0.50 s after an answer that said 2000 ms"]
+    shed = [poll(0, [], [], status=503, retry_after=3), poll(1.0, [], [])]
+    assert checks.retry_after_obeyed(shed) == ["polled 1.00 s after a 503 with Retry-After 3 s"]
+    assert checks.retry_after_obeyed([shed[0], poll(3.0, [], [])]) == []
+
+
+def test_a_part_not_named_or_named_and_not_fetched_or_out_of_priority_is_named():
+    named = poll(0, [], [order(["fast_info", "rarely_changed"])])
+    exact = [named, part(0.1, FAST, "o1"), part(0.3, RARE, "o1"), poll(2, [], [order([])])]
+    assert checks.need_request_fetched(exact, URLS) == []
+    extra = [poll(0, [], [order([])]), part(0.1, FAST, "o1")]
+    assert checks.need_request_fetched(extra, URLS) == [
+        "fast_info of o1 fetched but not named in need_request"
+    ]
+    missing = [named, part(0.1, FAST, "o1"), poll(2, [], [order([])])]
+    assert checks.need_request_fetched(missing, URLS) == [
+        "rarely_changed of o1 was named in need_request and not fetched"
+    ]
+    backwards = [named, part(0.1, RARE, "o1"), part(0.3, FAST, "o1"), poll(2, [], [order([])])]
+    assert checks.need_request_fetched(backwards, URLS) == [
+        "fast_info (priority 0) fetched after rarely_changed (1)"
+    ]
+    # a part that failed may wait out its backoff
+    failed = [
+        poll(0, [], [order(["fast_info"])]),
+        part(0.1, FAST, "o1", error=True),
+        poll(2, [], [order(["fast_info"])]),
+        poll(4, [], [order([])]),
+    ]
+    assert checks.need_request_fetched(failed, URLS) == []
+
+
+def test_tags_not_sent_back_as_received_are_named():
+    got = [
+        poll(0, [], [order(["fast_info"], {"rarely_changed": "r1"})]),
+        part(0.1, FAST, "o1", "f1"),
+    ]
+    back = {"orderid": "o1", "tags": {"rarely_changed": "r1", "fast_info": "f1"}}
+    assert checks.tags_sent_back([*got, poll(2, [back], [])], URLS) == []
+    wrong = {"orderid": "o1", "tags": {"rarely_changed": "r1"}}
+    [problem] = checks.tags_sent_back([*got, poll(2, [wrong], [])], URLS)
+    assert problem.startswith("o1: sent tags")
+
+
+def test_force_without_an_unseen_change_is_named():
+    forced = {"orderid": "o1", "tags": {}, "force": True}
+    assert checks.force_only_while_unseen([poll(0, [forced], [])], {}) == [
+        "o1: force sent with no change of the user's"
+    ]
+    while_unseen = [poll(0, [forced], []), part(0.1, FAST, "o1"), poll(1, [forced], [])]
+    assert checks.force_only_while_unseen(while_unseen[:1], {"o1": 2}) == []
+    assert checks.force_only_while_unseen(while_unseen, {"o1": 2}) == [
+        "o1: force sent after version 2 was seen"
+    ]
+
+
+def test_a_stale_order_dropped_or_polled_without_its_echo_is_named():
+    actual = order([], short_address="Lenina 1")
+    stale = {**actual, "update_status": "stale"}
+    seen = [poll(0, [], [actual]), poll(1, [], [stale])]
+    kept = {"orderid": "o1", "tags": {}, "short_address": "Lenina 1"}
+    assert checks.stale_orders_kept_with_echo([*seen, poll(2, [kept], [])]) == []
+    assert checks.stale_orders_kept_with_echo([*seen, poll(2, [], [])]) == [
+        "o1 came back stale and was not polled for again"
+    ]
+    no_echo = {"orderid": "o1", "tags": {}}
+    assert checks.stale_orders_kept_with_echo([*seen, poll(2, [no_echo], [])]) == [
+        "o1 (stale) was polled without its echo ['short_address']"
+    ]
+
+
+def test_the_kit_knows_every_part_endpoint_but_the_routes():
+    urls = part_urls()
+    assert urls[FAST] == ("taxi", "fast_info", 0)
+    assert not any(name == "route" for _, name, _ in urls.values())
+    assert LAUNCH_PATH not in urls
+
+
+def test_the_reference_client_passes_every_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    report = tmp_path / "report.json"
+    assert run(PythonClient(tmp_path), list(SCENARIOS), report) == 0
+    written = json.loads(report.read_text())
+    assert written["passed"] is True
+    assert [s["scenario"] for s in written["scenarios"]] == list(SCENARIOS)
+    assert all(s["requests"] > 0 for s in written["scenarios"])
+    assert "an app restart" in capsys.readouterr().out
+
+
+def test_a_client_that_drops_its_tags_fails_with_the_rule_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    original = client_module.known_orders
+
+    def without_tags(orders: Any) -> list[dict[str, Any]]:
+        return [{**known, "tags": {}} for known in original(orders)]
+
+    monkeypatch.setattr(client_module, "known_orders", without_tags)
+    report = tmp_path / "report.json"
+    assert run(PythonClient(tmp_path), ["a status change"], report) == 1
+    [scenario] = json.loads(report.read_text())["scenarios"]
+    assert not scenario["passed"]
+    assert any(problem.startswith("tags: ") for problem in scenario["problems"])
