@@ -159,8 +159,27 @@ def tags_sent_back(
     return problems
 
 
-def force_only_while_unseen(exchanges: Sequence[Exchange], changes: Mapping[str, int]) -> list[str]:
-    """`changes`: orderid → the data version a change of the user's returned."""
+def user_changes(exchanges: Sequence[Exchange]) -> dict[str, int]:
+    """orderid → the data version the user's changes of it lead to: what the feature answered,
+    or after a conflict the version to catch up to."""
+    changes: dict[str, int] = {}
+    for exchange in exchanges:
+        if exchange.kind != "feature" or exchange.answer is None:
+            continue
+        orderid = exchange.path.rstrip("/").split("/")[-2]
+        version = exchange.answer.get("version", exchange.answer.get("current_version"))
+        if isinstance(version, int):
+            changes[orderid] = max(changes.get(orderid, 0), version)
+    return changes
+
+
+def force_only_while_unseen(
+    exchanges: Sequence[Exchange], changes: Mapping[str, int] | None = None
+) -> list[str]:
+    """`changes`: orderid → the data version a change of the user's leads to (by default,
+    from the feature calls among the exchanges)."""
+    if changes is None:
+        changes = user_changes(exchanges)
     problems = []
     seen: dict[str, int] = {}
     for exchange in exchanges:

@@ -23,6 +23,9 @@ class ClientUnderTest(Protocol):
     async def restart(self) -> None:
         """The app stops and starts again, keeping what it saved."""
 
+    async def change(self, service: str, orderid: str, feature: str, value: object) -> None:
+        """The user changes the order in the app."""
+
     async def stop(self) -> None: ...
 
 
@@ -34,6 +37,7 @@ class PythonClient:
         self.options = options or ClientOptions(poll_route=False)
         self._session: aiohttp.ClientSession | None = None
         self._run: tuple[asyncio.Event, asyncio.Task[None]] | None = None
+        self._client: MlutpClient | None = None
         self._where: tuple[str, str, str] | None = None
 
     async def start(self, user: str, launch_url: str, orders_state_url: str) -> None:
@@ -51,7 +55,10 @@ class PythonClient:
             orders_state_url=orders_state_url,
             user_id=user,
             options=options,
+            # through the pass-through as well: the kit sees the changes and their answers
+            features_url=f"{orders_state_url}/emulator/v1/features",
         )
+        self._client = client
         stop = asyncio.Event()
         self._run = (stop, asyncio.create_task(client.run(stop), name=f"client:{user}"))
 
@@ -66,6 +73,10 @@ class PythonClient:
     async def restart(self) -> None:
         await self._halt()
         self._launch()
+
+    async def change(self, service: str, orderid: str, feature: str, value: object) -> None:
+        assert self._client is not None
+        await self._client.change(service, orderid, feature, value)
 
     async def stop(self) -> None:
         await self._halt()
@@ -89,6 +100,9 @@ class ExternalClient:
 
     async def restart(self) -> None:
         print("restart the app now (it must keep its saved state)", flush=True)
+
+    async def change(self, service: str, orderid: str, feature: str, value: object) -> None:
+        print(f"in the app, change the {feature} of {service} order {orderid} to {value!r}")
 
     async def stop(self) -> None:
         print("stop the app now", flush=True)

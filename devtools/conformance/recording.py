@@ -19,6 +19,8 @@ REQUEST_HEADERS = ("X-Yandex-UID", "If-None-Match")
 ANSWER_HEADERS = ("X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After", "ETag")
 LAUNCH_PATH = "/4.0/launch"
 POLL_PATH = "/mlutp/v1/orders/state"
+# the feature services' user change endpoints (the emulator's)
+FEATURES_PATH = "/emulator/v1/features/"
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Exchange:
             return "launch"
         if self.path == POLL_PATH:
             return "poll"
+        if self.path.startswith(FEATURES_PATH):
+            return "feature"
         return "part"
 
 
@@ -46,6 +50,7 @@ class Exchange:
 class Recorder:
     launch_url: str
     orders_state_url: str
+    emulator_url: str
     exchanges: list[Exchange] = field(default_factory=list)
     # polls still to be answered 503 by the pass-through itself, and the Retry-After it gives
     shed_polls: int = 0
@@ -83,7 +88,11 @@ class Recorder:
             return web.Response(
                 status=503, body=payload, content_type="application/json", headers=headers
             )
-        base = self.launch_url if request.path == LAUNCH_PATH else self.orders_state_url
+        base = self.orders_state_url
+        if request.path == LAUNCH_PATH:
+            base = self.launch_url
+        elif request.path.startswith(FEATURES_PATH):
+            base = self.emulator_url
         forwarded = {
             k: v
             for k, v in request.headers.items()
@@ -99,15 +108,17 @@ class Recorder:
             content_type = upstream.headers.get("Content-Type", "application/json")
         answer: dict[str, Any] | None = None
         key = (user, request.path)
-        if status == 200:
-            try:
-                answer = json.loads(payload)
-            except ValueError:
-                answer = None
-            if answer is not None:
-                self._last_ok[key] = answer
-        elif status == 304:
+        if status == 304:
             answer = self._last_ok.get(key)
+        else:
+            try:
+                parsed = json.loads(payload)
+            except ValueError:
+                parsed = None
+            # an error's body too: a feature's 409 names the version to catch up to
+            answer = parsed if isinstance(parsed, dict) else None
+            if status == 200 and answer is not None:
+                self._last_ok[key] = answer
         await self._record(
             Exchange(at, request.path, user, body, sent, status, answer_headers, answer)
         )

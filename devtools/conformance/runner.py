@@ -8,7 +8,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,13 +51,13 @@ def part_urls() -> dict[str, tuple[str, str, int]]:
     }
 
 
-def check(exchanges: Sequence[Exchange], changes: Mapping[str, int]) -> list[str]:
+def check(exchanges: Sequence[Exchange]) -> list[str]:
     urls = part_urls()
     found = {
         "interval": checks.interval_kept(exchanges),
         "need_request": checks.need_request_fetched(exchanges, urls),
         "tags": checks.tags_sent_back(exchanges, urls),
-        "force": checks.force_only_while_unseen(exchanges, changes),
+        "force": checks.force_only_while_unseen(exchanges),
         "stale echo": checks.stale_orders_kept_with_echo(exchanges),
     }
     return [f"{name}: {problem}" for name, problems in found.items() for problem in problems]
@@ -69,7 +69,7 @@ async def run_kit(client: ClientUnderTest, names: Sequence[str]) -> list[Result]
     env.pop("REDIS_CLUSTER_NODES", None)
     stack = Stack(env, [s for s in STACK if s.name != "demo"])
     await stack.start()
-    recorder = Recorder(stack.url("launch"), stack.url("orders_state"))
+    recorder = Recorder(stack.url("launch"), stack.url("orders_state"), stack.url("emulator"))
     runner = web.AppRunner(create_app(recorder))
     await runner.setup()
     port = free_port()
@@ -89,7 +89,7 @@ async def run_kit(client: ClientUnderTest, names: Sequence[str]) -> list[Result]
                 finally:
                     await client.stop()
                 exchanges = kit.exchanges()
-                problems += check(exchanges, kit.changes)
+                problems += check(exchanges)
                 results.append(Result(name, not problems, problems, len(exchanges)))
     finally:
         await runner.cleanup()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -26,8 +26,6 @@ class Kit:
     recorder: Recorder
     client: ClientUnderTest
     user: str
-    # orderid → the data version a change of the user's returned (for the force check)
-    changes: dict[str, int] = field(default_factory=dict)
 
     def exchanges(self) -> list[Exchange]:
         return self.recorder.of(self.user)
@@ -227,6 +225,45 @@ async def app_restart(kit: Kit) -> list[str]:
     return problems
 
 
+async def user_change(kit: Kit) -> list[str]:
+    """A user change after another device changed the same field: a version conflict, caught
+    up and retried once; then `force` until a part shows the change, and no longer."""
+    orderid = await kit.create_order(status="driving")
+    await caught_up(kit, orderid)
+    # another device first: the app's version is now one behind
+    path = f"/emulator/v1/features/taxi/{orderid}/comment"
+    async with kit.session.post(
+        f"{kit.emulator_url}{path}",
+        json={"value": "from another device", "version": 1},
+        headers={"X-Yandex-UID": kit.user},
+    ) as r:
+        if r.status != 200:
+            raise RuntimeError(f"the other device's change: {r.status} {await r.text()}")
+    started = time.monotonic()
+    await kit.client.change("taxi", orderid, "comment", "from the app")
+
+    def seen_then_polled(ex: list[Exchange]) -> bool:
+        changed = [e for e in ex if e.kind == "feature" and e.at > started and e.status == 200]
+        if not changed:
+            return False
+        version = (changed[-1].answer or {}).get("version", 0)
+        shown = [
+            e
+            for e in ex
+            if e.kind == "part"
+            and e.at > changed[-1].at
+            and any(o.get("version", 0) >= version for o in (e.answer or {}).get("orders", []))
+        ]
+        return bool(shown) and len(_polls_after(ex, shown[0].at)) >= 1
+
+    await kit.until("see its change and poll without force", seen_then_polled)
+    tries = [e for e in kit.exchanges() if e.kind == "feature" and e.at > started]
+    statuses = [e.status for e in tries]
+    if statuses != [409, 200]:
+        return [f"the change was sent {len(tries)} times ({statuses}); a conflict retries once"]
+    return []
+
+
 Scenario = Callable[[Kit], Awaitable[list[str]]]
 SCENARIOS: dict[str, Scenario] = {
     "a new order": new_order,
@@ -235,4 +272,5 @@ SCENARIOS: dict[str, Scenario] = {
     "a source down: stale, echo": source_down,
     "a 503 with Retry-After": retry_after,
     "an app restart": app_restart,
+    "a user change: conflict, force until seen": user_change,
 }

@@ -128,6 +128,35 @@ def test_force_without_an_unseen_change_is_named():
     ]
 
 
+def test_the_changes_a_user_made_are_read_from_the_feature_calls():
+    path = "/emulator/v1/features/taxi/o1/comment"
+    conflict = Exchange(
+        0,
+        path,
+        "u",
+        {"value": "x", "version": 1},
+        {},
+        409,
+        {},
+        {"code": "version_conflict", "current_version": 3},
+    )
+    retried = Exchange(1, path, "u", {"value": "x", "version": 3}, {}, 200, {}, {"version": 4})
+    assert checks.user_changes([conflict]) == {"o1": 3}
+    assert checks.user_changes([conflict, retried]) == {"o1": 4}
+    forced = {"orderid": "o1", "tags": {}, "force": True}
+    # force while catching up to version 3 and until 4 is seen; not after
+    exchanges = [
+        conflict,
+        poll(0.5, [forced], []),
+        retried,
+        poll(1.5, [forced], []),
+        part(2, FAST, "o1"),
+        poll(3, [forced], []),
+    ]
+    exchanges[4].answer = {"orders": [{"orderid": "o1", "tag": "t", "version": 4}]}
+    assert checks.force_only_while_unseen(exchanges) == ["o1: force sent after version 4 was seen"]
+
+
 def test_a_stale_order_dropped_or_polled_without_its_echo_is_named():
     actual = order([], short_address="Lenina 1")
     stale = {**actual, "update_status": "stale"}
