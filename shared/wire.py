@@ -142,7 +142,8 @@ class ListKeepResponse(msgspec.Struct):
 
 class ListsKeepRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Several sources' answers kept in one call (the answers of one poll, and of the polls
-    around it): all or none, as each is checked before any is written."""
+    around it). Every answer is checked before any is written: one bad answer is a 400 and
+    none is kept."""
 
     answers: Annotated[list[ListKeepRequest], msgspec.Meta(min_length=1, max_length=MAX_LISTS)]
 
