@@ -64,8 +64,10 @@ def filter_body(context: schemathesis.HookContext, body: object) -> bool:
     tests/services), and an integer sent as 2.0."""
     if not isinstance(body, dict):
         return True
-    for name in INTEGER_FIELDS:
-        if isinstance(body.get(name), float):
+    # the body, and the items of a batch (keep_many's answers)
+    batch = body.get("answers")
+    for one in [body, *(batch if isinstance(batch, list) else [])]:
+        if isinstance(one, dict) and any(isinstance(one.get(n), float) for n in INTEGER_FIELDS):
             return False
     for name in ("known_orders", "orders"):
         items = body.get(name)
