@@ -358,7 +358,8 @@ class MlutpClient:
                 for order in batch:
                     if self._apply_part(order, rule, results.get(order.orderid)):
                         arrived.add((order.service, order.orderid, rule.part_name))
-                self._publish([o for o in batch if o in self.orders], arrived, needed)
+                shown = {o.key for o in self.orders}  # an expired one is gone
+                self._publish([o for o in batch if o.key in shown], arrived, needed)
 
         await asyncio.gather(*(fetch(rule, batch) for rule, batch in requests))
 

@@ -16,26 +16,13 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from client.model import POLL_AGAIN_AT_ONCE, STATE_KEYS
 from devtools.conformance.recording import Exchange
 
-# a poll answered with one of these may be followed by the next at once
-AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
 # the clock's and the network's slack, in seconds
 SLACK_S = 0.1
 # part requests that start this close together were sent in parallel: no order between them
 PARALLEL_S = 0.05
-STATE_KEYS = frozenset(
-    {
-        "orderid",
-        "service",
-        "status",
-        "tags",
-        "need_request",
-        "update_status",
-        "change_capabilities",
-        "parts",
-    }
-)
 
 
 def _orders(exchange: Exchange) -> list[dict[str, Any]]:
@@ -61,7 +48,7 @@ def interval_kept(exchanges: Sequence[Exchange]) -> list[str]:
             if gap + SLACK_S < wait_s:
                 problems.append(f"polled {gap:.2f} s after a 503 with Retry-After {wait_s:.0f} s")
             continue
-        if before.answer_headers.get("X-Mlutp-Wait") in AT_ONCE:
+        if before.answer_headers.get("X-Mlutp-Wait") in POLL_AGAIN_AT_ONCE:
             continue
         if after.kind == "launch" and before.kind == "poll":
             continue  # told to hold another policy: launch again at once
@@ -224,7 +211,5 @@ def stale_orders_kept_with_echo(exchanges: Sequence[Exchange]) -> list[str]:
             if order.get("update_status") == "stale":
                 stale.add(order["orderid"])
             elif order.get("update_status") == "actual":
-                brief[order["orderid"]] = {
-                    k: v for k, v in order.items() if k not in STATE_KEYS and k != "created_at"
-                }
+                brief[order["orderid"]] = {k: v for k, v in order.items() if k not in STATE_KEYS}
     return problems

@@ -132,12 +132,10 @@ class Recorder:
 
 
 SESSION = web.AppKey("session", aiohttp.ClientSession)
-RECORDER = web.AppKey("recorder", Recorder)
 
 
 def create_app(recorder: Recorder) -> web.Application:
     app = web.Application()
-    app[RECORDER] = recorder
 
     async def session_ctx(app: web.Application) -> AsyncIterator[None]:
         app[SESSION] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
