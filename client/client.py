@@ -336,13 +336,14 @@ class MlutpClient:
     async def _fetch_parts(self, needed: dict[OrderKey, list[str]], arrived: set[PartKey]) -> None:
         """Fetch by priority, batching orders per part, a few requests at a time; each answer
         adds the (service, orderid, part) that arrived to `arrived` and is shown at once."""
-        requests = part_requests(
+        requests, backing_off = part_requests(
             needed,
             {o.key: o for o in self.orders},
             self._rule,
             max_orders=self.options.max_orders_per_part_request,
             now=time.monotonic(),
         )
+        self._parts_failed |= backing_off
         limit = asyncio.Semaphore(self.options.parallel_requests)
 
         async def fetch(rule: Rule, batch: list[Order]) -> None:

@@ -26,15 +26,20 @@ def part_requests(
     *,
     max_orders: int,
     now: float,
-) -> list[tuple[Rule, list[Order]]]:
+) -> tuple[list[tuple[Rule, list[Order]]], bool]:
     """The part requests to send, lowest priority number first: each part's orders in
-    batches of at most `max_orders`; a part backing off after errors is not asked yet."""
+    batches of at most `max_orders`; a part backing off after errors is not asked yet. And
+    whether one was left out so: still needed, it sends the next poll to the interval, not
+    at once (the same news again and again would be a tight loop)."""
     batches: dict[str, tuple[Rule, list[Order]]] = {}
+    backing_off = False
     for key, names in needed.items():
         order = orders[key]
         for name in names:
             rule = rule_of(order.service, name)
             part = order.parts.setdefault(name, Part())
+            if rule is not None and part.retry_at > now:
+                backing_off = True
             if rule is None or part.retry_at > now:
                 continue
             batches.setdefault(rule.url, (rule, []))[1].append(order)
@@ -42,7 +47,7 @@ def part_requests(
     for rule, batch_orders in sorted(batches.values(), key=lambda b: b[0].priority):
         for start in range(0, len(batch_orders), max_orders):
             requests.append((rule, batch_orders[start : start + max_orders]))
-    return requests
+    return requests, backing_off
 
 
 def part_parameters(

@@ -71,6 +71,17 @@ async def wait_for_ping(url: str, process: asyncio.subprocess.Process, timeout_s
             await asyncio.sleep(0.05)
 
 
+async def _terminate(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM, and after 15 s SIGKILL."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 15)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
 # the services that hold no state between requests (docs/protocol.md: Processes): they may run as
 # replicas
 REPLICABLE = ("orders_state", "launch")
@@ -110,6 +121,8 @@ class Stack:
         self.redis_cluster: EmbeddedRedisCluster | None = None
         self.processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
         self._urls: dict[str, list[str]] = {}
+        # a process's environment, by pid: a restart starts it again as it was
+        self._envs: dict[int, dict[str, str]] = {}
 
     def url(self, name: str) -> str:
         return next(s for s in self.services if s.name == name).url(self.env)
@@ -143,12 +156,28 @@ class Stack:
                     env = {**self.env, service.port_env: str(free_port())}
                 if service.name in REPLICABLE:
                     env = {**env, **self.replica_env.get(replica, {})}
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", service.module, env=env
-                )
-                self.processes.append((service, process))
+                await self._spawn(service, env, ready_timeout_s)
                 urls.append(service.url(env))
-                await wait_for_ping(urls[-1], process, ready_timeout_s)
+
+    async def _spawn(
+        self, service: StackService, env: Mapping[str, str], ready_timeout_s: float
+    ) -> None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", service.module, env=dict(env)
+        )
+        self.processes.append((service, process))
+        self._envs[process.pid] = dict(env)
+        await wait_for_ping(service.url(env), process, ready_timeout_s)
+
+    async def restart(
+        self, name: str, env: Mapping[str, str], ready_timeout_s: float = 30.0
+    ) -> None:
+        """Every process of a service stopped (SIGTERM) and started again on its port with
+        these variables changed: a deploy of a new configuration (a policy file)."""
+        for service, process in [(s, p) for s, p in self.processes if s.name == name]:
+            await _terminate(process)
+            self.processes.remove((service, process))
+            await self._spawn(service, {**self._envs.pop(process.pid), **env}, ready_timeout_s)
 
     async def wait_for_exit(self) -> list[str]:
         """Until any process exits; the names of those that did."""
@@ -163,14 +192,9 @@ class Stack:
     async def close(self) -> None:
         # reverse order: front services finish their in-flight requests while backends run
         for _, process in reversed(self.processes):
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(process.wait(), 15)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
+            await _terminate(process)
         self.processes.clear()
+        self._envs.clear()
         self._urls.clear()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)

@@ -60,6 +60,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     router.add_post("/emulator/v1/orders", handlers.create_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/advance", handlers.advance_order)
     router.add_post("/emulator/v1/orders/{service}/{orderid}/change", handlers.change_order)
+    router.add_post("/emulator/v1/orders/taxi/{orderid}/driver", handlers.place_driver)
     features = "/emulator/v1/features/{service}/{orderid}"
     # a route per feature, each with its own body: versioned or last-write-wins
     feature_kinds = {name: f.versioned for fs in USER_FEATURES.values() for name, f in fs.items()}

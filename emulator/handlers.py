@@ -32,6 +32,7 @@ _create = msgspec.json.Decoder(ew.CreateOrder)
 _change = msgspec.json.Decoder(ew.ChangeFields)
 _fault = msgspec.json.Decoder(ew.FaultRequest)
 _driver = msgspec.json.Decoder(ew.DriverRequest)
+_driver_distance = msgspec.json.Decoder(ew.DriverDistance)
 _versioned_change = msgspec.json.Decoder(ew.VersionedChange)
 _last_write_wins_change = msgspec.json.Decoder(ew.LastWriteWinsChange)
 _feedback = msgspec.json.Decoder(ew.Feedback)
@@ -199,6 +200,16 @@ async def _mutate(request: web.Request, mutation: Callable[[str, str], DataChang
 
 async def advance_order(request: web.Request) -> web.Response:
     return await _mutate(request, request.app[WORLD].advance)
+
+
+async def place_driver(request: web.Request) -> web.Response:
+    """A taxi order's driver put at a distance from its destination: the route says so."""
+    body = await read_json(request, _driver_distance)
+    try:
+        order = request.app[WORLD].get("taxi", request.match_info["orderid"])
+    except UnknownOrder as exc:
+        raise NotFound(str(exc), code="order_not_found") from exc
+    return json_response(request.app[WORLD].place_driver(order, body.distance_left_m))
 
 
 async def change_order(request: web.Request) -> web.Response:

@@ -77,6 +77,13 @@ class DriverRequest(msgspec.Struct, forbid_unknown_fields=True):
     enabled: bool
 
 
+class DriverDistance(msgspec.Struct, forbid_unknown_fields=True):
+    """Where a taxi order's driver is put: this far from the order's destination, on the
+    route's own measure (`distance_left_m`)."""
+
+    distance_left_m: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
+
+
 class VersionedChange(msgspec.Struct, forbid_unknown_fields=True):
     """A versioned feature's change (destination, comment): the data version the client holds."""
 

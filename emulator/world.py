@@ -279,6 +279,12 @@ class World:
         order.driver_position = position
         return documents.route_document(order.doc, position, iso_now())
 
+    def place_driver(self, order: Order, distance_left_m: int) -> dict[str, Any]:
+        """The driver put this far from the destination (east of it): a test's or a demo's
+        way to bring the car close or take it far."""
+        dest = order.doc["destinations"][0]["point"]
+        return self.move_driver(order, [dest[0] + distance_left_m / 100_000, dest[1]])
+
     def route(self, order: Order) -> dict[str, Any]:
         position = order.driver_position or order.doc["source"]["point"]
         return documents.route_document(order.doc, position, iso_now())

@@ -5,13 +5,11 @@ live in the conftest files; no test module imports another."""
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis
-import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
@@ -25,7 +23,7 @@ from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.setup import WAITING
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedisCluster
-from shared.policy import DEFAULT_POLICY_PATH, load_policy
+from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
 from shared.redis import tags_key
 from tests.conftest import TEST_TOKEN, emulator_settings
@@ -35,48 +33,10 @@ from tests.emulator_api import create_order_id
 MakeApp = Callable[..., Awaitable[TestClient]]
 
 POLICY = load_policy()
-POLICY_FILE: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
 
 
 # the first layout of taxi parts, still served to old clients (policy file: `deprecated`)
 DEPRECATED_TAXI_VERSION = POLICY.services["taxi"].deprecated[0].policy_version
-
-
-def next_taxi_rules() -> list[dict[str, Any]]:
-    """A next layout of the taxi parts, as a rollout brings it: `eta` moved out of fast_info
-    into a part of its own, every url under /v2/."""
-    rules: list[dict[str, Any]] = copy.deepcopy(POLICY_FILE["services"]["taxi"]["rules"])
-    for rule in rules:
-        rule["url"] = rule["url"].replace("/v1/", "/v2/")
-    rules[0]["fields"].remove("eta")
-    rules.append(
-        {
-            "part_name": "eta",
-            "url": "/mlutp/v2/taxi/eta",
-            "fields": ["eta"],
-            "polling_type": "tag_defined",
-            "part_type": "totw",
-            "priority": 1,
-        }
-    )
-    return rules
-
-
-def rollout_policy_files() -> dict[str, dict[str, Any]]:
-    """The policy files of the taxi rollout to next_taxi_rules, in the order operators deploy
-    them (README: Rolling out a policy change): `old` (the default), `announcing` (the next
-    version announced), `new` (it is current, the old one deprecated), `settled` (the old one
-    dropped)."""
-    old = copy.deepcopy(POLICY_FILE)
-    announcing = copy.deepcopy(old)
-    announcing["services"]["taxi"]["announced"] = [{"rules": next_taxi_rules()}]
-    new = copy.deepcopy(old)
-    taxi = new["services"]["taxi"]
-    taxi["deprecated"] = [{"rules": taxi["rules"]}, *taxi.get("deprecated", [])]
-    taxi["rules"] = next_taxi_rules()
-    settled = copy.deepcopy(new)
-    settled["services"]["taxi"]["deprecated"] = old["services"]["taxi"].get("deprecated", [])
-    return {"old": old, "announcing": announcing, "new": new, "settled": settled}
 
 
 def protocol_for_tests(**overrides: Any) -> ProtocolSettings:

@@ -28,7 +28,7 @@ export const userChanges = {
 
   // cancel has no field to show: the order is gone from the next answer, or it is refused
   async cancel(service, orderid) {
-    const status = await this.call(`/demo/v1/features/${service}/${orderid}/cancel`, {});
+    const status = await this.call(`${this.options.featuresPath}/${service}/${orderid}/cancel`, {});
     if (status.status === 200) this.pollNow();
     return status;
   },
@@ -41,7 +41,7 @@ export const userChanges = {
     } else {
       body.version = order.seenVersion;
     }
-    const url = `/demo/v1/features/${order.service}/${order.orderid}/${pending.feature}`;
+    const url = `${this.options.featuresPath}/${order.service}/${order.orderid}/${pending.feature}`;
     const { status, answer } = await this.call(url, body);
     if (status === 200 && answer) {
       pending.version = answer.version;

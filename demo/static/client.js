@@ -52,6 +52,8 @@ export const OPTIONS = {
   routeFarEveryMs: 20000,
   pollRoute: true,
   storageKey: "mlutp-client-state",
+  // the feature services' user change endpoints, under the page's origin (or `baseUrl`)
+  featuresPath: "/demo/v1/features",
 };
 
 export class Traffic {
@@ -86,12 +88,14 @@ export function newPart() {
 export class MlutpClient {
   constructor({
     onChange = () => {}, options = {}, fetch = globalThis.fetch.bind(globalThis), baseUrl = "",
-    storage = null,
+    storage = null, headers = {},
   } = {}) {
     this.options = { ...OPTIONS, ...options };
     this.onChange = onChange;
     this.fetch = fetch;
     this.baseUrl = baseUrl;
+    // sent with every request (a page served by a gateway needs none: it adds the user's own)
+    this.headers = headers;
     this.storage = storage;
     this.validated = new Map(); // url → [ETag, answer]: polls revalidated by If-None-Match
     this.position = null; // [lon, lat] as the app knows it
@@ -178,6 +182,8 @@ export class MlutpClient {
     while (!(await this.launch()) && !this.stopped) await this.pause(this.intervalMs);
     // the route keeps its own rhythm beside polls that may be held for long
     if (this.options.pollRoute) this.routeLoop();
+    // launch's interval holds for the first poll as for any other
+    await this.pause(this.intervalMs);
     while (!this.stopped) {
       const started = Date.now();
       await this.cycle();

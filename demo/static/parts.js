@@ -19,7 +19,12 @@ export const parts = {
       for (const name of names) {
         const rule = this.rule(order.service, name);
         order.parts[name] ||= newPart();
-        if (!rule || order.parts[name].retryAt > now) continue; // backing off after errors
+        if (!rule) continue;
+        if (order.parts[name].retryAt > now) {
+          // backing off after errors, and still needed: the next poll waits the interval
+          this.partsFailed = true;
+          continue;
+        }
         if (!batches.has(rule.url)) batches.set(rule.url, { rule, orders: [] });
         batches.get(rule.url).orders.push(order);
       }

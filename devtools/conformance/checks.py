@@ -34,8 +34,29 @@ def _orders(exchange: Exchange) -> list[dict[str, Any]]:
 
 
 def _requests(exchanges: Sequence[Exchange]) -> list[Exchange]:
-    """Launches and polls: the requests the interval is about."""
-    return [e for e in exchanges if e.kind in ("launch", "poll")]
+    """Launches and polls, in the order they were sent: the requests the interval is about.
+    (Exchanges are recorded as answered: a poll an app gave up on comes back late.)"""
+    return sorted((e for e in exchanges if e.kind in ("launch", "poll")), key=lambda e: e.at)
+
+
+def _named(exchange: Exchange) -> set[tuple[str, str]]:
+    """(orderid, part) an answer's need_request names for actual orders."""
+    return {
+        (order["orderid"], part)
+        for order in _orders(exchange)
+        if order.get("update_status") == "actual"
+        for part in order.get("need_request", [])
+        if part not in order.get("parts", {})
+    }
+
+
+def _fetched_between(exchanges: Sequence[Exchange], start: float, end: float) -> bool:
+    return any(e.kind == "part" and start <= e.at <= end for e in exchanges)
+
+
+def _changed_between(exchanges: Sequence[Exchange], start: float, end: float) -> bool:
+    """A user change was sent between these moments."""
+    return any(e.kind == "feature" and start < e.at < end for e in exchanges)
 
 
 def interval_kept(exchanges: Sequence[Exchange]) -> list[str]:
@@ -48,8 +69,14 @@ def interval_kept(exchanges: Sequence[Exchange]) -> list[str]:
             if gap + SLACK_S < wait_s:
                 problems.append(f"polled {gap:.2f} s after a 503 with Retry-After {wait_s:.0f} s")
             continue
-        if before.answer_headers.get("X-Mlutp-Wait") in POLL_AGAIN_AT_ONCE:
+        # after a wait or news: at once, unless the news was parts the client did not fetch
+        # (backing off): the same news again and again, a tight loop
+        if before.answer_headers.get("X-Mlutp-Wait") in POLL_AGAIN_AT_ONCE and (
+            not _named(before) or _fetched_between(exchanges, before.at, after.at)
+        ):
             continue
+        if _changed_between(exchanges, before.at, after.at):
+            continue  # the user changed an order: polled at once, with force
         if after.kind == "launch" and before.kind == "poll":
             continue  # told to hold another policy: launch again at once
         interval_ms = before.answer_headers.get("X-Yataxi-Polling-Interval-Ms")
@@ -81,12 +108,16 @@ def need_request_fetched(
             if b.at - a.at > PARALLEL_S and prio_b < prio_a:
                 problems.append(f"{pb} (priority {prio_b}) fetched after {pa} ({prio_a})")
 
+    asked_at = 0.0  # when the last answered launch or poll was sent
     for exchange in exchanges:
         if exchange.kind in ("launch", "poll"):
             if exchange.status not in (200, 304):
                 continue
+            if _changed_between(exchanges, asked_at, exchange.at):
+                # the last answer was given up for a poll naming the user's change
+                needed = set()
             close_round()
-            needed, fetched = set(), []
+            needed, fetched, asked_at = set(), [], exchange.at
             for order in _orders(exchange):
                 inline = set(order.get("parts", {}))
                 for part in order.get("need_request", []):
@@ -114,24 +145,33 @@ def need_request_fetched(
 
 
 def tags_sent_back(
-    exchanges: Sequence[Exchange], part_urls: Mapping[str, tuple[str, str, int]]
+    exchanges: Sequence[Exchange],
+    part_urls: Mapping[str, tuple[str, str, int]],
+    own_rule_parts: frozenset[str] = frozenset(),
 ) -> list[str]:
+    """`own_rule_parts`: parts polled by their own rule (the route), whose tags decide
+    nothing: sent back or not, either is right."""
     problems = []
     held: dict[str, dict[str, str]] = {}  # orderid → part → the tag the client should hold
     for exchange in exchanges:
         if exchange.kind in ("launch", "poll") and exchange.request:
             for known in exchange.request.get("known_orders", []):
                 expected = held.get(known.get("orderid", ""))
-                if expected is not None and known.get("tags", {}) != expected:
+                sent = {
+                    part: tag
+                    for part, tag in known.get("tags", {}).items()
+                    if part not in own_rule_parts
+                }
+                if expected is not None and sent != expected:
                     problems.append(
-                        f"{known.get('orderid')}: sent tags {sorted(known.get('tags', {}).items())}"
+                        f"{known.get('orderid')}: sent tags {sorted(sent.items())}"
                         f", held {sorted(expected.items())}"
                     )
         if exchange.kind in ("launch", "poll") and exchange.status in (200, 304):
             for order in _orders(exchange):
                 if order.get("update_status") != "actual":
                     continue
-                tags = dict(order.get("tags", {}))
+                tags = {p: t for p, t in order.get("tags", {}).items() if p not in own_rule_parts}
                 for part, fields in order.get("parts", {}).items():
                     if isinstance(fields, dict) and fields.get("tag"):
                         tags[part] = fields["tag"]

@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from pathlib import Path
 from typing import Protocol
 
 import aiohttp
 
 from client.client import MlutpClient
-from client.model import ClientOptions
+from client.model import ClientOptions, OrderView
 
 
 class ClientUnderTest(Protocol):
     name: str
+    # how long the client waits for a user change to show before it gives up on it (the
+    # design's default: 15 s)
+    change_deadline_s: float
 
     async def start(self, user: str, launch_url: str, orders_state_url: str) -> None: ...
 
@@ -26,19 +30,36 @@ class ClientUnderTest(Protocol):
     async def change(self, service: str, orderid: str, feature: str, value: object) -> None:
         """The user changes the order in the app."""
 
+    async def wait_shown(self, orderid: str, status: str) -> float | None:
+        """When (monotonic seconds) the app's view first showed the order in this status,
+        waiting until it does; None at once for an app whose view the kit cannot see."""
+
     async def stop(self) -> None: ...
+
+    async def close(self) -> None:
+        """After the last scenario."""
+
+
+# the kit's reference client: waiting polls, as apps make them; user changes given up on
+# sooner, so that a scenario that waits
+# out two deadlines takes seconds
+KIT_OPTIONS = ClientOptions(change_deadline_s=4.0, wait_ms=5000)
 
 
 class PythonClient:
     name = "python"
 
-    def __init__(self, state_dir: Path, options: ClientOptions | None = None) -> None:
+    def __init__(self, state_dir: Path, options: ClientOptions = KIT_OPTIONS) -> None:
         self.state_dir = state_dir
-        self.options = options or ClientOptions(poll_route=False)
+        self.options = options
+        self.change_deadline_s = options.change_deadline_s
         self._session: aiohttp.ClientSession | None = None
         self._run: tuple[asyncio.Event, asyncio.Task[None]] | None = None
         self._client: MlutpClient | None = None
         self._where: tuple[str, str, str] | None = None
+        # (when, orderid, status) of every view the client published, in order
+        self._shown: list[tuple[float, str, str]] = []
+        self._published = asyncio.Condition()
 
     async def start(self, user: str, launch_url: str, orders_state_url: str) -> None:
         self._where = (user, launch_url, orders_state_url)
@@ -59,6 +80,7 @@ class PythonClient:
             features_url=f"{orders_state_url}/emulator/v1/features",
         )
         self._client = client
+        client.views.on_change = self._on_change
         stop = asyncio.Event()
         self._run = (stop, asyncio.create_task(client.run(stop), name=f"client:{user}"))
 
@@ -69,6 +91,23 @@ class PythonClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             self._run = None
+
+    def _on_change(self, views: list[OrderView]) -> None:
+        now = time.monotonic()
+        self._shown += [(now, view.orderid, view.status) for view in views]
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._published:
+            self._published.notify_all()
+
+    async def wait_shown(self, orderid: str, status: str) -> float | None:
+        def first() -> float | None:
+            return next((t for t, o, s in self._shown if o == orderid and s == status), None)
+
+        async with self._published:
+            await self._published.wait_for(lambda: first() is not None)
+        return first()
 
     async def restart(self) -> None:
         await self._halt()
@@ -84,12 +123,18 @@ class PythonClient:
             await self._session.close()
             self._session = None
 
+    async def close(self) -> None:
+        await self.stop()
+
 
 class ExternalClient:
     """An app the team runs itself: the kit says where to point it and for which user, and
     waits until that user's first launch comes through."""
 
     name = "external"
+
+    def __init__(self, change_deadline_s: float = 15.0) -> None:
+        self.change_deadline_s = change_deadline_s
 
     async def start(self, user: str, launch_url: str, orders_state_url: str) -> None:
         print(
@@ -104,5 +149,11 @@ class ExternalClient:
     async def change(self, service: str, orderid: str, feature: str, value: object) -> None:
         print(f"in the app, change the {feature} of {service} order {orderid} to {value!r}")
 
+    async def wait_shown(self, orderid: str, status: str) -> float | None:
+        return None
+
     async def stop(self) -> None:
         print("stop the app now", flush=True)
+
+    async def close(self) -> None:
+        print("the kit is done", flush=True)

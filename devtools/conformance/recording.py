@@ -9,10 +9,13 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+
+import demo
 
 # what the checks read of a request's and an answer's headers
 REQUEST_HEADERS = ("X-Yandex-UID", "If-None-Match")
@@ -34,6 +37,11 @@ class Exchange:
     answer_headers: dict[str, str]
     # the answer's body; a 304's is the answer it stands for (the last 200 of that path)
     answer: dict[str, Any] | None
+    # monotonic seconds, when the answer went back
+    answered: float = 0.0
+    # the client had gone before its answer came (a poll it gave up, for one that names a
+    # user's change): it never saw this answer
+    abandoned: bool = False
 
     @property
     def kind(self) -> str:
@@ -84,7 +92,7 @@ class Recorder:
             self.shed_polls -= 1
             headers = {"Retry-After": str(self.retry_after_s)}
             payload = b'{"code": "overloaded", "message": "conformance kit: shed"}'
-            await self._record(Exchange(at, request.path, user, body, sent, 503, headers, None))
+            await self._record(Exchange(at, request.path, user, body, sent, 503, headers, None, at))
             return web.Response(
                 status=503, body=payload, content_type="application/json", headers=headers
             )
@@ -99,13 +107,18 @@ class Recorder:
             if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
         }
         session: aiohttp.ClientSession = request.app[SESSION]
-        async with session.post(base + request.path, data=raw, headers=forwarded) as upstream:
-            payload = await upstream.read()
-            status = upstream.status
-            answer_headers = {
-                k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers
-            }
-            content_type = upstream.headers.get("Content-Type", "application/json")
+        try:
+            async with session.post(base + request.path, data=raw, headers=forwarded) as upstream:
+                payload = await upstream.read()
+                status = upstream.status
+                answer_headers = {
+                    k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers
+                }
+                content_type = upstream.headers.get("Content-Type", "application/json")
+        except aiohttp.ClientError:
+            # the service is restarting (a scenario deploys a new policy): as a balancer would
+            payload = b'{"code": "bad_gateway", "message": "conformance kit: service down"}'
+            status, answer_headers, content_type = 502, {}, "application/json"
         answer: dict[str, Any] | None = None
         key = (user, request.path)
         if status == 304:
@@ -119,8 +132,20 @@ class Recorder:
             answer = parsed if isinstance(parsed, dict) else None
             if status == 200 and answer is not None:
                 self._last_ok[key] = answer
+        gone = request.transport is None or request.transport.is_closing()
         await self._record(
-            Exchange(at, request.path, user, body, sent, status, answer_headers, answer)
+            Exchange(
+                at,
+                request.path,
+                user,
+                body,
+                sent,
+                status,
+                answer_headers,
+                answer,
+                time.monotonic(),
+                gone,
+            )
         )
         return web.Response(
             status=status,
@@ -132,6 +157,8 @@ class Recorder:
 
 
 SESSION = web.AppKey("session", aiohttp.ClientSession)
+HARNESS = Path(__file__).resolve().parent / "harness.html"
+DEMO_STATIC = Path(demo.__file__).resolve().parent / "static"
 
 
 def create_app(recorder: Recorder) -> web.Application:
@@ -143,5 +170,12 @@ def create_app(recorder: Recorder) -> web.Application:
         await app[SESSION].close()
 
     app.cleanup_ctx.append(session_ctx)
+    # the browser client's page and modules, from this origin: its requests come here
+    app.router.add_get("/conformance/", _harness)
+    app.router.add_static("/static/", DEMO_STATIC)
     app.router.add_post("/{tail:.*}", recorder.handle)
     return app
+
+
+async def _harness(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(HARNESS)

@@ -8,7 +8,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,11 +17,13 @@ from aiohttp import web
 
 from devtools.conformance import checks
 from devtools.conformance.clients import ClientUnderTest
+from devtools.conformance.kit import Kit, route_urls
 from devtools.conformance.recording import Exchange, Recorder, create_app
-from devtools.conformance.scenarios import SCENARIOS, Kit
+from devtools.conformance.scenarios import SCENARIOS
+from devtools.rollout import write_rollout
 from devtools.stack import STACK, Stack, free_ports_env
 from shared.embedded_redis import free_port
-from shared.policy import PollingType, load_policy
+from shared.policy import DEFAULT_POLICY_PATH, PollingType, load_policy
 
 # the kit's stack: intervals of a second or two, so that a scenario takes seconds
 KIT_ENV = {
@@ -41,30 +43,44 @@ class Result:
     requests: int
 
 
-def part_urls() -> dict[str, tuple[str, str, int]]:
-    """A part endpoint's path → (service, part name, priority), of every served version;
-    the route's own rule is not need_request's."""
+def part_urls(
+    policy_paths: Iterable[Path] = (DEFAULT_POLICY_PATH,),
+) -> dict[str, tuple[str, str, int]]:
+    """A part endpoint's path → (service, part name, priority), of every version these policy
+    files serve; the route's own rule is not need_request's."""
     return {
         endpoint.rule.url: (endpoint.service, endpoint.rule.part_name, endpoint.rule.priority)
-        for endpoint in load_policy().endpoints
+        for path in policy_paths
+        for endpoint in load_policy(path).endpoints
         if endpoint.rule.polling_type != PollingType.ROUTE_DISTANCE_DEPENDED
     }
 
 
-def check(exchanges: Sequence[Exchange]) -> list[str]:
-    urls = part_urls()
+def check(exchanges: Sequence[Exchange], policy_paths: Iterable[Path]) -> list[str]:
+    # what the client never saw does not bind it
+    exchanges = [e for e in exchanges if not e.abandoned]
+    urls = part_urls(policy_paths)
+    route_parts = frozenset(route_urls(policy_paths).values())
     found = {
         "interval": checks.interval_kept(exchanges),
         "need_request": checks.need_request_fetched(exchanges, urls),
-        "tags": checks.tags_sent_back(exchanges, urls),
+        "tags": checks.tags_sent_back(exchanges, urls, route_parts),
         "force": checks.force_only_while_unseen(exchanges),
         "stale echo": checks.stale_orders_kept_with_echo(exchanges),
     }
     return [f"{name}: {problem}" for name, problems in found.items() for problem in problems]
 
 
-async def run_kit(client: ClientUnderTest, names: Sequence[str]) -> list[Result]:
-    env = {**os.environ, **free_ports_env(), **KIT_ENV}
+async def run_kit(client: ClientUnderTest, names: Sequence[str], work_dir: Path) -> list[Result]:
+    """`work_dir`: where the kit writes its policy files."""
+    policy_paths = write_rollout(work_dir)
+    env = {
+        **os.environ,
+        **free_ports_env(),
+        **KIT_ENV,
+        # the next taxi layout announced: the policy change scenario deploys it
+        "MLUTP_POLICY_PATH": str(policy_paths["announcing"]),
+    }
     env.pop("REDIS_URL", None)
     env.pop("REDIS_CLUSTER_NODES", None)
     stack = Stack(env, [s for s in STACK if s.name != "demo"])
@@ -80,7 +96,7 @@ async def run_kit(client: ClientUnderTest, names: Sequence[str]) -> list[Result]
         async with aiohttp.ClientSession() as session:
             for name in names:
                 user = f"conformance-{uuid.uuid4().hex[:8]}"
-                kit = Kit(session, stack.url("emulator"), recorder, client, user)
+                kit = Kit(session, stack, recorder, client, user, policy_paths)
                 await client.start(user, f"{base}/4.0/launch", base)
                 try:
                     problems = await SCENARIOS[name](kit)
@@ -88,10 +104,13 @@ async def run_kit(client: ClientUnderTest, names: Sequence[str]) -> list[Result]
                     problems = [str(exc)]
                 finally:
                     await client.stop()
+                    for put_back in kit.after:
+                        await put_back()
                 exchanges = kit.exchanges()
-                problems += check(exchanges)
+                problems += check(exchanges, policy_paths.values())
                 results.append(Result(name, not problems, problems, len(exchanges)))
     finally:
+        await client.close()
         await runner.cleanup()
         await stack.close()
     return results
@@ -116,8 +135,8 @@ def write_report(path: Path, client: str, results: Sequence[Result]) -> None:
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 
-def run(client: ClientUnderTest, names: Sequence[str], report: Path | None) -> int:
-    results = asyncio.run(run_kit(client, names))
+def run(client: ClientUnderTest, names: Sequence[str], report: Path | None, work_dir: Path) -> int:
+    results = asyncio.run(run_kit(client, names, work_dir))
     print_table(client.name, results)
     if report is not None:
         write_report(report, client.name, results)

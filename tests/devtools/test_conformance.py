@@ -4,6 +4,7 @@ its scenarios on a real stack, and a client that breaks a rule fails with the ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,17 @@ from typing import Any
 import pytest
 
 import client.client as client_module
+from client import timing
+from client.model import POLL_AGAIN_AT_ONCE, Rule
 from devtools.conformance import checks
-from devtools.conformance.clients import PythonClient
+from devtools.conformance.browser import BrowserClient, NoBrowser, find_browser
+from devtools.conformance.clients import KIT_OPTIONS, PythonClient
+from devtools.conformance.flow import CLOSE_M
+from devtools.conformance.kit import route_urls
 from devtools.conformance.recording import LAUNCH_PATH, POLL_PATH, Exchange
 from devtools.conformance.runner import part_urls, run
 from devtools.conformance.scenarios import SCENARIOS
+from devtools.rollout import write_rollout
 
 FAST = "/mlutp/v1/taxi/fast_info"
 RARE = "/mlutp/v1/taxi/rarely_changed"
@@ -76,6 +83,23 @@ def test_polling_faster_than_the_interval_or_the_retry_after_is_named():
     shed = [poll(0, [], [], status=503, retry_after=3), poll(1.0, [], [])]
     assert checks.retry_after_obeyed(shed) == ["polled 1.00 s after a 503 with Retry-After 3 s"]
     assert checks.retry_after_obeyed([shed[0], poll(3.0, [], [])]) == []
+
+
+def test_polling_at_once_after_news_the_client_did_not_act_on_is_a_tight_loop():
+    news = poll(0, [], [order(["fast_info"])], interval_ms=2000, waited="news")
+    acted = [news, part(0.01, FAST, "o1"), poll(0.05, [], [])]
+    assert checks.interval_kept(acted) == []
+    # the part backing off: not fetched, and the same news asked for again at once
+    assert checks.interval_kept([news, poll(0.05, [], [])]) == [
+        "polled 0.05 s after an answer that said 2000 ms"
+    ]
+    # a user change meanwhile: the answer is given up for a poll with force, at once
+    change = Exchange(0.02, "/emulator/v1/features/taxi/o1/tips", "u", {}, {}, 200, {}, {})
+    assert checks.interval_kept([news, change, poll(0.05, [], [])]) == []
+    assert checks.need_request_fetched([news, change, poll(0.05, [], [])], URLS) == []
+    # news with nothing to fetch (a status moved on): at once is right
+    moved = poll(0, [], [order([])], interval_ms=2000, waited="news")
+    assert checks.interval_kept([moved, poll(0.05, [], [])]) == []
 
 
 def test_a_part_not_named_or_named_and_not_fetched_or_out_of_priority_is_named():
@@ -172,23 +196,46 @@ def test_a_stale_order_dropped_or_polled_without_its_echo_is_named():
     ]
 
 
-def test_the_kit_knows_every_part_endpoint_but_the_routes():
+def test_the_kit_knows_every_part_endpoint_but_the_routes(tmp_path: Path):
     urls = part_urls()
     assert urls[FAST] == ("taxi", "fast_info", 0)
     assert not any(name == "route" for _, name, _ in urls.values())
     assert LAUNCH_PATH not in urls
+    # with the rollout's files, every version's endpoints: the next layout's own part too
+    rollout = write_rollout(tmp_path)
+    assert ("taxi", "eta", 1) in part_urls(rollout.values()).values()
+    assert set(route_urls(rollout.values())) == {"/mlutp/v1/taxi/route", "/mlutp/v2/taxi/route"}
+
+
+def test_route_tags_are_neither_required_nor_refused_back():
+    got = [poll(0, [], [order([], {"fast_info": "f1"})])]
+    with_route = {"orderid": "o1", "tags": {"fast_info": "f1", "route": "r1"}}
+    without = {"orderid": "o1", "tags": {"fast_info": "f1"}}
+    for known in (with_route, without):
+        assert checks.tags_sent_back([*got, poll(2, [known], [])], URLS, frozenset({"route"})) == []
 
 
 def test_the_reference_client_passes_every_scenario(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     report = tmp_path / "report.json"
-    assert run(PythonClient(tmp_path), list(SCENARIOS), report) == 0
+    assert run(PythonClient(tmp_path), list(SCENARIOS), report, tmp_path) == 0, report.read_text()
     written = json.loads(report.read_text())
     assert written["passed"] is True
     assert [s["scenario"] for s in written["scenarios"]] == list(SCENARIOS)
     assert all(s["requests"] > 0 for s in written["scenarios"])
     assert "an app restart" in capsys.readouterr().out
+
+
+@pytest.mark.browser
+def test_the_browser_client_passes_every_scenario_in_chromium(tmp_path: Path):
+    try:
+        find_browser()
+    except NoBrowser as exc:
+        pytest.skip(f"SKIPPED: no Chromium here: {exc}; .ci/run installs them")
+    report = tmp_path / "report.json"
+    assert run(BrowserClient(), list(SCENARIOS), report, tmp_path) == 0, report.read_text()
+    assert json.loads(report.read_text())["client"] == "browser"
 
 
 def test_a_client_that_drops_its_tags_fails_with_the_rule_named(
@@ -200,8 +247,50 @@ def test_a_client_that_drops_its_tags_fails_with_the_rule_named(
         return [{**known, "tags": {}} for known in original(orders)]
 
     monkeypatch.setattr(client_module, "known_orders", without_tags)
+    problems = failed(tmp_path, PythonClient(tmp_path), "a status change")
+    assert any(problem.startswith("tags: ") for problem in problems)
+
+
+def failed(tmp_path: Path, client: PythonClient, scenario: str) -> list[str]:
+    """The problems of a scenario the client must fail."""
     report = tmp_path / "report.json"
-    assert run(PythonClient(tmp_path), ["a status change"], report) == 1
-    [scenario] = json.loads(report.read_text())["scenarios"]
-    assert not scenario["passed"]
-    assert any(problem.startswith("tags: ") for problem in scenario["problems"])
+    assert run(client, [scenario], report, tmp_path) == 1
+    [result] = json.loads(report.read_text())["scenarios"]
+    assert not result["passed"]
+    problems: list[str] = result["problems"]
+    return problems
+
+
+def test_a_client_whose_view_waits_for_every_part_fails_the_slow_part_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    original = client_module.rules_by_service
+
+    def all_required(policy: Any) -> dict[str, list[Rule]]:
+        rules = original(policy)
+        return {s: [dataclasses.replace(r, required=True) for r in rs] for s, rs in rules.items()}
+
+    monkeypatch.setattr(client_module, "rules_by_service", all_required)
+    problems = failed(tmp_path, PythonClient(tmp_path), "a required and a slow part")
+    # the slow part comes back late, or (past the BFF's deadline) as an error: such a view
+    # changes late, or never
+    assert any(
+        "the view waited for a part that does not hold it" in p or "view did not show" in p
+        for p in problems
+    )
+
+
+def test_a_client_that_polls_at_once_when_told_unavailable_fails_the_tag_cache_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(timing, "POLL_AGAIN_AT_ONCE", POLL_AGAIN_AT_ONCE | {"unavailable"})
+    problems = failed(tmp_path, PythonClient(tmp_path), "the tag cache down")
+    assert any(p.startswith("interval: polled") for p in problems)
+
+
+def test_a_client_polling_the_route_more_often_when_far_fails_the_route_scenario(tmp_path: Path):
+    backwards = dataclasses.replace(
+        KIT_OPTIONS, route_every_s=((CLOSE_M + 100, 6.0),), route_far_every_s=2.0
+    )
+    problems = failed(tmp_path, PythonClient(tmp_path, backwards), "the route by distance")
+    assert any("not more often when close" in p for p in problems)

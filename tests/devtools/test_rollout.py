@@ -17,9 +17,9 @@ import yaml
 
 from client.client import MlutpClient
 from client.model import ClientOptions
+from devtools.rollout import rollout_policy_files
 from devtools.stack import STACK, Stack
 from shared.policy import parse_policy
-from tests.helpers import rollout_policy_files
 from tests.stack_api import emulator_post, metric, samples, stack_env, totw_fields
 
 FILES = rollout_policy_files()

@@ -53,6 +53,7 @@ INTEGER_FIELDS = frozenset(
         "delay_ms",
         "max_age_ms",
         "force_per_minute",
+        "distance_left_m",
     }
 )
 

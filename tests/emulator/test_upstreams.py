@@ -76,6 +76,27 @@ async def test_taxiroute_answers_a_route(emulator: TestClient, unique: str):
     assert len(route["route"]) >= 2 and route["distance_left_m"] >= 0
 
 
+async def test_a_driver_placed_at_a_distance_is_that_far_on_the_route(
+    emulator: TestClient, unique: str
+):
+    order = await create_order(emulator, unique, status="driving")
+    for distance_m in (5_000, 300):
+        resp = await emulator.post(
+            f"/emulator/v1/orders/taxi/{order['orderid']}/driver",
+            json={"distance_left_m": distance_m},
+        )
+        assert resp.status == 200, await resp.text()
+        resp = await emulator.post(
+            "/taxiroute/v1/route", json={"orderid": order["orderid"]}, headers=uid(unique)
+        )
+        assert abs((await resp.json())["distance_left_m"] - distance_m) <= 1
+    for body in ({"distance_left_m": -1}, {"distance": 5}, {}):
+        resp = await emulator.post(f"/emulator/v1/orders/taxi/{order['orderid']}/driver", json=body)
+        assert resp.status == 400
+    resp = await emulator.post("/emulator/v1/orders/taxi/nope/driver", json={"distance_left_m": 1})
+    assert resp.status == 404
+
+
 async def test_source_lists_only_the_users_own_active_orders(emulator: TestClient, unique: str):
     mine = await create_order(emulator, f"{unique}-a")
     await create_order(emulator, f"{unique}-b")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devtools.rollout import rollout_policy_files
 from shared.policy import DEFAULT_POLICY_PATH, PolicyError, Stage, load_policy, parse_policy
-from tests.helpers import rollout_policy_files
 
 RAW: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
 

@@ -9,9 +9,10 @@ from typing import Any
 import yaml
 from aiohttp.test_utils import TestClient
 
+from devtools.rollout import rollout_policy_files
 from shared.policy import parse_policy
 from tests.emulator_api import create_order_id
-from tests.helpers import MakeApp, poll, rollout_policy_files
+from tests.helpers import MakeApp, poll
 
 FILES = rollout_policy_files()
 OLD = parse_policy(FILES["old"]).version("taxi")
