@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import re
 import shutil
 import signal
@@ -75,11 +76,46 @@ def find_redis_server(choice: str | None = None) -> str:
     return binary
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+# below the kernel's ephemeral range: the ports outgoing connections take for themselves, so a
+# port chosen there may be a client socket's by the time a server binds it
+_LISTEN_PORTS = range(20000, 32768)
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A loopback port nothing listens on, for a server started next. It is free only until
+    someone binds it, so: outside the ephemeral range (no outgoing connection takes it), and
+    never the same one twice in this process (two servers started side by side)."""
+    ports = range(_LISTEN_PORTS.start, min(_LISTEN_PORTS.stop, _ephemeral_low()))
+    with _handed_out_lock:
+        for _ in range(200):
+            port = random.choice(ports) if ports else 0
+            if port and port not in _handed_out and _bindable(host, port):
+                _handed_out.add(port)
+                return port
+        # a machine whose ephemeral range starts low: let the kernel choose
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            chosen: int = sock.getsockname()[1]
+            _handed_out.add(chosen)
+            return chosen
 
 
 class EmbeddedRedis:

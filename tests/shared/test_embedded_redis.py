@@ -12,6 +12,7 @@ import redis
 from shared.embedded_redis import (
     EmbeddedRedis,
     find_redis_server,
+    free_port,
     redis_server_version,
     wheel_redis_server,
 )
@@ -52,3 +53,13 @@ def test_an_old_redis_is_refused_naming_its_version(tmp_path: Path):
     old.chmod(0o755)
     with pytest.raises(RuntimeError, match=r"Redis 6\.2\.14; Redis 7 or newer is needed"):
         find_redis_server(str(old))
+
+
+def test_free_ports_are_never_handed_out_twice_and_stay_out_of_the_ephemeral_range():
+    # a port in the ephemeral range may be an outgoing connection's by the time a server binds it
+    # (a CI run lost order_tags' bind that way); two servers started side by side need two ports
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    if ephemeral_low > 20000:
+        assert all(port < ephemeral_low for port in ports)
