@@ -36,6 +36,11 @@ class ServiceSettings(BaseSettings):
     request_read_timeout_s: float = Field(5.0, ge=0)
     # an idle keep-alive connection is closed after this long
     keepalive_timeout_s: float = Field(30.0, gt=0)
+    # connections the kernel holds before the process accepts them (capped by
+    # net.core.somaxconn): aiohttp's 128 overflows when a fleet reconnects at once, and an
+    # overflowing queue drops the handshake's last packet, so a client that thinks it is
+    # connected waits for TCP's retransmits: seconds, not milliseconds
+    listen_backlog: int = Field(4096, gt=0)
 
 
 class RedisSettings(BaseSettings):

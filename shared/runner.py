@@ -189,6 +189,7 @@ async def serve(
     *,
     shutdown_timeout_s: float,
     handler_cancellation: bool,
+    backlog: int = 128,
     on_listening: Callable[[], None] = lambda: None,
 ) -> None:
     """Serve `app` until cancelled or SIGINT/SIGTERM (GracefulExit); in-flight requests get
@@ -202,7 +203,7 @@ async def serve(
     )
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, host, port, backlog=backlog).start()
         on_listening()
         await asyncio.Event().wait()
     finally:
@@ -235,6 +236,7 @@ def run_service(
             settings.port,
             shutdown_timeout_s=settings.shutdown_timeout_s,
             handler_cancellation=handler_cancellation,
+            backlog=settings.listen_backlog,
             on_listening=lambda: log.info(
                 "listening", extra={"url": f"http://{settings.host}:{settings.port}"}
             ),
