@@ -4,18 +4,15 @@ finish with its answer, then the process exits cleanly."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import time
 
 import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
-from devtools.stack import wait_for_ping
-from shared.embedded_redis import EmbeddedRedis, free_port
-from tests.conftest import TEST_TOKEN
+from shared.embedded_redis import EmbeddedRedis
 from tests.emulator_api import create_order_id
+from tests.services.orders_state.process import orders_state_process
 
 
 async def test_sigterm_finishes_the_request_in_flight(
@@ -25,20 +22,7 @@ async def test_sigterm_finishes_the_request_in_flight(
     unique: str,
     totw_received: asyncio.Event,
 ) -> None:
-    port = free_port()
-    env = {
-        **os.environ,
-        "MLUTP_SERVICE_TOKEN": TEST_TOKEN,
-        "ORDERS_STATE_PORT": str(port),
-        "ORDER_TAGS_URL": str(order_tags_server.make_url("")),
-        "EMULATOR_URL": str(emulator_server.make_url("")),
-        "LOG_LEVEL": "WARNING",
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.orders_state", env=env
-    )
-    try:
-        await wait_for_ping(f"http://127.0.0.1:{port}", process, 30)
+    async with orders_state_process(order_tags_server, emulator_server) as (url, process):
         orderid = await create_order_id(emulator, unique, status="driving")
         await emulator.post(
             "/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 700}
@@ -46,7 +30,7 @@ async def test_sigterm_finishes_the_request_in_flight(
         async with aiohttp.ClientSession() as session:
             in_flight = asyncio.create_task(
                 session.post(
-                    f"http://127.0.0.1:{port}/mlutp/v1/taxi/fast_info",
+                    f"{url}/mlutp/v1/taxi/fast_info",
                     json={"orders": [{"orderid": orderid}]},
                     headers={"X-Yandex-UID": unique},
                 )
@@ -60,10 +44,6 @@ async def test_sigterm_finishes_the_request_in_flight(
             assert part["status"] == "driving" and part["tag"]
         async with asyncio.timeout(20):
             assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def waiting_polls(session: aiohttp.ClientSession, url: str) -> float:
@@ -80,22 +60,8 @@ async def test_sigterm_answers_every_waiting_poll_at_once(
     redis_server: EmbeddedRedis,
     unique: str,
 ) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "MLUTP_SERVICE_TOKEN": TEST_TOKEN,
-        "ORDERS_STATE_PORT": str(port),
-        "ORDER_TAGS_URL": str(order_tags_server.make_url("")),
-        "EMULATOR_URL": str(emulator_server.make_url("")),
-        "REDIS_URL": redis_server.url,
-        "LOG_LEVEL": "WARNING",
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.orders_state", env=env
-    )
-    try:
-        await wait_for_ping(url, process, 30)
+    redis = {"REDIS_URL": redis_server.url}
+    async with orders_state_process(order_tags_server, emulator_server, redis) as (url, process):
         async with aiohttp.ClientSession() as session:
             # no orders: nothing can wake these polls but the end of their wait or SIGTERM
             polls = [
@@ -121,7 +87,3 @@ async def test_sigterm_answers_every_waiting_poll_at_once(
             assert time.monotonic() - started < 10  # not the 25 s wait
         async with asyncio.timeout(20):
             assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
