@@ -36,7 +36,8 @@ class Admission:
         self.rng = rng
         self.cpu_clock = cpu_clock
         self.in_flight = 0
-        # looks finished since start: the cost windows count theirs
+        # looks started and finished since start: the cost windows count theirs
+        self.looks_started = 0
         self.looks_done = 0
         metrics.admission_limit.set(limit.cap)
 
@@ -61,6 +62,7 @@ class Admission:
         if not admitted:
             self.check()
         self.in_flight += 1
+        self.looks_started += 1
         self.metrics.polls_in_flight.inc()
         try:
             yield
@@ -75,8 +77,8 @@ class Admission:
         soft_limit = max(1, min(self.overload_in_flight, self.limit.cap // 2))
         return overload_factor(self.in_flight, soft_limit, self.overload_max_factor)
 
-    def observe_window(self, *, cpu_s: float, wall_s: float, looks: int) -> None:
-        cap = self.limit.observe(cpu_ms=cpu_s * 1000, wall_ms=wall_s * 1000, looks=looks)
+    def observe_window(self, *, cpu_s: float, wall_s: float, looks: int, idle: bool) -> None:
+        cap = self.limit.observe(cpu_ms=cpu_s * 1000, wall_ms=wall_s * 1000, looks=looks, idle=idle)
         self.metrics.admission_limit.set(cap)
         self.metrics.look_cost.set(self.limit.look_cost_ms / 1000)
 
@@ -85,7 +87,8 @@ class Admission:
         the loop's ready work took), and each `window_s` the CPU the process used and the
         looks it finished: both move the cap."""
         loop = asyncio.get_running_loop()
-        window_started, cpu_started, looks_started = loop.time(), self.cpu_clock(), 0
+        window_started, cpu_started = loop.time(), self.cpu_clock()
+        started_before, done_before = self.looks_started, self.looks_done
         while True:
             started = loop.time()
             await asyncio.sleep(sample_s)
@@ -98,6 +101,13 @@ class Admission:
                 self.observe_window(
                     cpu_s=cpu - cpu_started,
                     wall_s=now - window_started,
-                    looks=self.looks_done - looks_started,
+                    looks=self.looks_done - done_before,
+                    # no look started or finished and none in progress: none was, all along
+                    idle=(
+                        self.in_flight == 0
+                        and self.looks_started == started_before
+                        and self.looks_done == done_before
+                    ),
                 )
-                window_started, cpu_started, looks_started = now, cpu, self.looks_done
+                window_started, cpu_started = now, cpu
+                started_before, done_before = self.looks_started, self.looks_done

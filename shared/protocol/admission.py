@@ -91,10 +91,13 @@ class BudgetLimit:
         self.lag_scale = min(1.0, max(self.min_lag_scale, scale))
         return self.cap
 
-    def observe(self, *, cpu_ms: float, wall_ms: float, looks: int) -> int:
-        """One window: the CPU the process used, how long it lasted and the looks it
-        finished."""
-        if looks == 0 and wall_ms > 0:
+    def observe(self, *, cpu_ms: float, wall_ms: float, looks: int, idle: bool) -> int:
+        """One window: the CPU the process used, how long it lasted, the looks it finished,
+        and whether it was `idle` (no look in progress at any moment of it). A window of an
+        overloaded process in which no look happened to finish is not idle: taking its CPU
+        for the process's idle work would charge the looks a fraction of their cost, and
+        the cap would admit several times what the process clears in its budget."""
+        if idle and wall_ms > 0:
             share = min(1.0, max(0.0, cpu_ms / wall_ms))
             self.idle_cpu_share += self.smoothing * (share - self.idle_cpu_share)
         elif looks >= self.min_looks:

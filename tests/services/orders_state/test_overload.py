@@ -158,3 +158,31 @@ async def test_looks_that_cost_the_process_more_cpu_lower_the_cap(
     metrics = await (await orders_state.get("/metrics")).text()
     assert f"mlutp_admission_limit {float(admission.limit.cap)}" in metrics
     assert "mlutp_event_loop_lag_seconds_bucket" in metrics
+
+
+async def test_a_busy_window_in_which_no_look_finished_is_not_taken_for_idle_work(
+    make_orders_state: MakeApp, emulator: TestClient, unique: str
+):
+    # before: such a window's CPU was charged to the process's idle work, and the looks after
+    # it were costed at a fraction of their CPU (the cap admitted ~3x what it cleared)
+    orders_state = await make_orders_state(protocol=dict(admission_window_s=0.05))
+    admission = orders_state.server.app[ADMISSION]
+    await create_order_id(emulator, unique)
+    await set_fault(emulator, "source:taxi", "slow", delay_ms=5000)
+    try:
+        held = asyncio.create_task(poll_taxi(orders_state, unique))
+        # the process busy for 0.3 s (windows on end) while that one look waits on its source
+        burnt, deadline = 0.0, time.monotonic() + 5
+        while burnt < 0.3 and time.monotonic() < deadline:
+            if admission.in_flight:
+                burn_until = time.process_time() + 0.005
+                while time.process_time() < burn_until:
+                    pass
+                burnt += 0.005
+            await asyncio.sleep(0)
+        assert burnt >= 0.3
+        assert admission.in_flight == 1, "the look ended before the windows were measured"
+        assert admission.limit.idle_cpu_share < 0.2
+        assert (await held).status == 200
+    finally:
+        await set_fault(emulator, "source:taxi", "ok")

@@ -41,35 +41,50 @@ def test_a_cold_process_admits_the_burst_its_starting_estimate_clears_in_the_bud
 
 def test_the_cap_is_the_budget_over_the_measured_cost_of_a_look() -> None:
     cap = limit()
-    assert cap.observe(cpu_ms=50, wall_ms=250, looks=100) == 500  # 0.5 ms a look
-    assert cap.observe(cpu_ms=250, wall_ms=250, looks=50) == 50  # 5 ms a look: a busy process
+    assert cap.observe(cpu_ms=50, wall_ms=250, looks=100, idle=False) == 500  # 0.5 ms a look
+    assert (
+        cap.observe(cpu_ms=250, wall_ms=250, looks=50, idle=False) == 50
+    )  # 5 ms a look: a busy process
 
 
 def test_the_process_idle_work_is_not_charged_to_the_looks() -> None:
     cap = limit()
     # idle: 10 % of a core on timers and metrics, no looks
-    cap.observe(cpu_ms=25, wall_ms=250, looks=0)
+    cap.observe(cpu_ms=25, wall_ms=250, looks=0, idle=True)
     # 25 ms of that window's 75 were idle work: 50 ms for 100 looks
-    assert cap.observe(cpu_ms=75, wall_ms=250, looks=100) == 500
+    assert cap.observe(cpu_ms=75, wall_ms=250, looks=100, idle=False) == 500
+
+
+def test_a_window_of_overload_in_which_no_look_finished_is_not_idle_work() -> None:
+    cap = limit()
+    cap.observe(cpu_ms=25, wall_ms=250, looks=0, idle=True)  # idle: 10 % of a core
+    # a full core, looks in progress that all outlast the window: says nothing of idle work
+    cap.observe(cpu_ms=250, wall_ms=250, looks=0, idle=False)
+    # so the next window charges its looks all but the idle 10 %: 225 ms for 100 looks
+    assert cap.observe(cpu_ms=250, wall_ms=250, looks=100, idle=False) == 111
 
 
 def test_a_window_with_too_few_looks_moves_nothing() -> None:
     cap = limit()
-    assert cap.observe(cpu_ms=200, wall_ms=250, looks=3) == 250
+    assert cap.observe(cpu_ms=200, wall_ms=250, looks=3, idle=False) == 250
 
 
 def test_the_cap_stays_within_its_bounds() -> None:
-    assert limit().observe(cpu_ms=1000, wall_ms=250, looks=20) == 20  # 50 ms a look: floor
-    assert limit().observe(cpu_ms=0, wall_ms=250, looks=1000) == 2000  # free looks: ceiling
+    assert (
+        limit().observe(cpu_ms=1000, wall_ms=250, looks=20, idle=False) == 20
+    )  # 50 ms a look: floor
+    assert (
+        limit().observe(cpu_ms=0, wall_ms=250, looks=1000, idle=False) == 2000
+    )  # free looks: ceiling
     assert limit(min_limit=20, max_limit=1).cap == 1  # a floor above the ceiling
 
 
 def test_one_pause_does_not_halve_a_smoothed_cap() -> None:
     cap = limit(smoothing=0.3)
     for _ in range(20):
-        cap.observe(cpu_ms=50, wall_ms=250, looks=100)
+        cap.observe(cpu_ms=50, wall_ms=250, looks=100, idle=False)
     steady = cap.cap
-    cap.observe(cpu_ms=150, wall_ms=250, looks=100)  # one window with a 100 ms pause
+    cap.observe(cpu_ms=150, wall_ms=250, looks=100, idle=False)  # one window with a 100 ms pause
     assert cap.cap > steady * 0.6
 
 
