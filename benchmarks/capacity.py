@@ -33,6 +33,7 @@ import asyncio
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,9 +196,21 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                 user, orderid = orders[index % users]
                 return post(f"{state}/3.0/taxiontheway", user, {"orderid": orderid})
 
+            async def waiting_answers() -> Counter[str]:
+                """orders_state's waiting polls so far, by how each was answered."""
+                async with session.get(f"{state}/metrics") as response:
+                    text = await response.text()
+                answers: Counter[str] = Counter()
+                for line in text.splitlines():
+                    if line.startswith("mlutp_waiting_poll_answers_total{"):
+                        name, _, value = line.rpartition(" ")
+                        answers[name.split('cause="')[1].split('"')[0]] = int(float(value))
+                return answers
+
             # warm-up: connections, caches, first-call imports, and each user's sources asked
             # and answers kept
             await measure(stack, redis, users, concurrency, poll(0))
+            answered_before = await waiting_answers()
             costs = {
                 "poll": await measure(stack, redis, requests, concurrency, poll(0)),
                 "part": await measure(stack, redis, requests, concurrency, part),
@@ -216,6 +229,9 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                 ),
                 "re-ask": await measure(stack, redis, users, concurrency, reask),
             }
+            # only the waiting kind waits (the others have wait_ms 0 and are not counted)
+            waited = await waiting_answers()
+            waited.subtract(answered_before)
         await redis.aclose()
 
     print(f"{users} users, one driving taxi order each; {concurrency} requests at a time")
@@ -235,6 +251,13 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
             f"{cost.per_request(cost.redis_commands):>12.2f}"
             f"{cost.per_request(cost.redis_bytes):>10.0f}"
             f"{cost.per_request(cost.answer_bytes):>10.0f}"
+        )
+    print(f"waiting polls answered: {dict(+waited)}")
+    if waited["timeout"] < 0.99 * sum(waited.values()):
+        # a poll that could not wait answered at once: its cost is not a waiting poll's
+        print(
+            "  WARNING: under 99 % waited to their end; the waiting row is the cost of "
+            "degraded polls on this machine: run with fewer --users"
         )
     print("\none active order for a minute (the rates of RATES):")
     print(
