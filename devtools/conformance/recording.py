@@ -107,18 +107,29 @@ class Recorder:
             if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
         }
         session: aiohttp.ClientSession = request.app[SESSION]
-        try:
-            async with session.post(base + request.path, data=raw, headers=forwarded) as upstream:
-                payload = await upstream.read()
-                status = upstream.status
-                answer_headers = {
-                    k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers
-                }
-                content_type = upstream.headers.get("Content-Type", "application/json")
-        except aiohttp.ClientError:
-            # the service is restarting (a scenario deploys a new policy): as a balancer would
-            payload = b'{"code": "bad_gateway", "message": "conformance kit: service down"}'
-            status, answer_headers, content_type = 502, {}, "application/json"
+        for attempt in (1, 2):
+            try:
+                async with session.post(
+                    base + request.path, data=raw, headers=forwarded
+                ) as upstream:
+                    payload = await upstream.read()
+                    status = upstream.status
+                    answer_headers = {
+                        k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers
+                    }
+                    content_type = upstream.headers.get("Content-Type", "application/json")
+                break
+            except aiohttp.ServerDisconnectedError:
+                if attempt == 1:
+                    # a kept-alive connection to the process a restart replaced: sent again
+                    # at once on a new one, as a balancer does, so the client meets no 502
+                    continue
+                payload, status, answer_headers, content_type = _SERVICE_DOWN
+            except aiohttp.ClientError:
+                # the service is restarting (a scenario deploys a new policy): as a balancer
+                # would
+                payload, status, answer_headers, content_type = _SERVICE_DOWN
+                break
         answer: dict[str, Any] | None = None
         key = (user, request.path)
         if status == 304:
@@ -157,6 +168,12 @@ class Recorder:
 
 
 SESSION = web.AppKey("session", aiohttp.ClientSession)
+_SERVICE_DOWN: tuple[bytes, int, dict[str, str], str] = (
+    b'{"code": "bad_gateway", "message": "conformance kit: service down"}',
+    502,
+    {},
+    "application/json",
+)
 HARNESS = Path(__file__).resolve().parent / "harness.html"
 DEMO_STATIC = Path(demo.__file__).resolve().parent / "static"
 
