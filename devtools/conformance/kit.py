@@ -22,7 +22,9 @@ from shared.policy import PollingType, load_policy
 # how long a scenario waits for the client to do what it must (the kit's intervals are short)
 PATIENCE_S = 20.0
 # the services a policy deploy restarts: the ones that serve the policy to apps
-POLICY_SERVICES = ("orders_state", "launch")
+# launch first: once a poll (orders_state) tells a client of a new version, the launch it
+# then makes must be served by the new policy, not meet a launch still restarting
+POLICY_SERVICES = ("launch", "orders_state")
 
 
 @dataclass

@@ -119,10 +119,11 @@ class Recorder:
                     }
                     content_type = upstream.headers.get("Content-Type", "application/json")
                 break
-            except aiohttp.ServerDisconnectedError:
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                 if attempt == 1:
-                    # a kept-alive connection to the process a restart replaced: sent again
-                    # at once on a new one, as a balancer does, so the client meets no 502
+                    # a kept-alive connection to the process a restart replaced (closed or
+                    # reset): sent again at once on a new one, as a balancer does, so the
+                    # client meets no 502
                     continue
                 payload, status, answer_headers, content_type = _SERVICE_DOWN
             except aiohttp.ClientError:
