@@ -107,30 +107,21 @@ class Recorder:
             if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
         }
         session: aiohttp.ClientSession = request.app[SESSION]
-        for attempt in (1, 2):
+        url = base + request.path
+        try:
             try:
-                async with session.post(
-                    base + request.path, data=raw, headers=forwarded
-                ) as upstream:
-                    payload = await upstream.read()
-                    status = upstream.status
-                    answer_headers = {
-                        k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers
-                    }
-                    content_type = upstream.headers.get("Content-Type", "application/json")
-                break
+                payload, status, answer_headers, content_type = await _forward(
+                    session, url, raw, forwarded
+                )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                if attempt == 1:
-                    # a kept-alive connection to the process a restart replaced (closed or
-                    # reset): sent again at once on a new one, as a balancer does, so the
-                    # client meets no 502
-                    continue
-                payload, status, answer_headers, content_type = _SERVICE_DOWN
-            except aiohttp.ClientError:
-                # the service is restarting (a scenario deploys a new policy): as a balancer
-                # would
-                payload, status, answer_headers, content_type = _SERVICE_DOWN
-                break
+                # a kept-alive connection to the process a restart replaced (closed or reset):
+                # sent again at once on a new one, as a balancer does
+                payload, status, answer_headers, content_type = await _forward(
+                    session, url, raw, forwarded
+                )
+        except aiohttp.ClientError:
+            # the service is restarting (a scenario deploys a new policy): as a balancer would
+            payload, status, answer_headers, content_type = _SERVICE_DOWN
         answer: dict[str, Any] | None = None
         key = (user, request.path)
         if status == 304:
@@ -165,6 +156,19 @@ class Recorder:
             headers={**answer_headers, "Content-Type": content_type.split(";")[0]}
             if status != 304
             else answer_headers,
+        )
+
+
+async def _forward(
+    session: aiohttp.ClientSession, url: str, raw: bytes, headers: dict[str, str]
+) -> tuple[bytes, int, dict[str, str], str]:
+    """One POST to the service: the answer's body, status, recorded headers and type."""
+    async with session.post(url, data=raw, headers=headers) as upstream:
+        return (
+            await upstream.read(),
+            upstream.status,
+            {k: upstream.headers[k] for k in ANSWER_HEADERS if k in upstream.headers},
+            upstream.headers.get("Content-Type", "application/json"),
         )
 
 
