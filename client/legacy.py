@@ -54,7 +54,7 @@ class LegacyClient:
                 timeout=aiohttp.ClientTimeout(total=5),
             ) as response:
                 payload = await response.read()
-                self.stats.bytes_received += len(payload)
+                self.stats.received(url, len(payload))
                 if poll:
                     self.stats.poll_latencies.append(time.monotonic() - started)
                 if response.status != 200:

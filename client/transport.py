@@ -8,9 +8,11 @@ import dataclasses
 import itertools
 import json
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from multidict import CIMultiDict
@@ -25,6 +27,12 @@ class ClientStats:
     server_errors: int = 0
     poll_latencies: list[float] = field(default_factory=list)
     part_requests: int = 0
+    # answer bytes by the request's path: which requests the bytes to the app are
+    bytes_by_path: Counter[str] = field(default_factory=Counter)
+
+    def received(self, url: str, size: int) -> None:
+        self.bytes_received += size
+        self.bytes_by_path[urlsplit(url).path] += size
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,7 @@ class Transport:
                 exc, TimeoutError
             )
             return Reply(0, None, CIMultiDict(), time.monotonic() - started, refused=refused)
-        self.stats.bytes_received += len(payload)
+        self.stats.received(url, len(payload))
         return Reply(
             response.status, json_object(payload), response.headers, time.monotonic() - started
         )

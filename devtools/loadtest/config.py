@@ -72,6 +72,8 @@ class PhaseResult:
     recovery_s: float | None = None
     # requests each orders_state replica answered in the measured part (route by route)
     requests_by_replica: list[float] = field(default_factory=list)
+    # bytes per client-minute by request path (the bytes to the app, split by kind)
+    bytes_per_client_minute_by_path: dict[str, float] = field(default_factory=dict)
     # order source calls (every service's, launch's and polls') per client-minute
     source_calls_per_client_minute: float = 0.0
     # from an order's creation elsewhere to its client holding it (created_elsewhere > 0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from typing import Any
 
 import aiohttp
@@ -238,6 +239,12 @@ async def run_phase(
         recovery_s=recovery_s,
         requests_by_replica=by_replica,
         source_calls_per_client_minute=round(source_calls / (len(clients) * seconds / 60), 3),
+        bytes_per_client_minute_by_path={
+            path: round(size / (len(clients) * seconds / 60), 1)
+            for path, size in sum(
+                (c.stats.bytes_by_path for c in clients), Counter[str]()
+            ).most_common()
+        },
         created_elsewhere_freshness_s=percentiles(elsewhere_delays) if elsewhere_delays else {},
         created_elsewhere_measured=len(elsewhere_delays),
     )

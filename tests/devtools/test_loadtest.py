@@ -49,6 +49,16 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         # the report's peak is its own timeline's busiest window
         assert phase["peak_heavy_calls_per_order_minute"] == peak_window_rate(phase["timeline"])
         assert phase["source_calls_per_client_minute"] >= 0
+        # the bytes to the app, split by request path, add up to the phase's bytes
+        by_path = phase["bytes_per_client_minute_by_path"]
+        assert sum(by_path.values()) == pytest.approx(
+            phase["bytes_per_client_minute"], abs=0.1 * len(by_path) + 0.1
+        )
+    assert "/3.0/taxiontheway" in written["phases"]["legacy"]["bytes_per_client_minute_by_path"]
+    for name in ("mlutp", "mlutp_wait"):
+        assert (
+            "/mlutp/v1/orders/state" in written["phases"][name]["bytes_per_client_minute_by_path"]
+        )
     assert set(written["ratios_new_over_legacy"]) == {
         "heavy_calls_per_order_minute",
         "bytes_per_client_minute",
@@ -85,6 +95,7 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
     out = capsys.readouterr().out
     assert "new / legacy heavy_calls_per_order_minute" in out
     assert "src/cl-min" in out and "elsewhere p95" in out
+    assert "bytes/client-min by request path" in out
     assert "mlutp_redis_down" in out
 
 
