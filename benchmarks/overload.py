@@ -8,6 +8,11 @@ first work) and to a warm one (after two seconds of load and a pause). Goal: non
 what the process clears in 250 ms (its warm throughput x 0.25), and no tag-cache or source
 call timed out or circuit opened by the process's own queue.
 
+Beside them, the floor of a closed loop's first instant: the same number of clients
+connecting and sending at once to a process with a cap of 1, every poll but one refused.
+How long that process takes to answer them all is time the storm's admitted polls wait
+behind, whatever the cap.
+
 For each: admitted polls (200) per second and their p50/p99 (and the p99 of those sent after
 the first 2 s: N clients connecting in the same instant is a burst of N, the rest of the run
 the lasting overload); the share answered 503 and how
@@ -199,25 +204,64 @@ def moved(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
     return {name: after[name] - before[name] for name in after if after[name] > before[name]}
 
 
-async def burst(port: int, requests: list[bytes], size: int) -> Outcome:
-    """`size` polls sent at once, each on a connection opened before."""
-    connections = [await asyncio.open_connection("127.0.0.1", port) for _ in range(size)]
+async def burst(
+    port: int, requests: list[bytes], size: int, *, connect_first: bool = True
+) -> Outcome:
+    """`size` polls sent at once, each on a connection opened before; without
+    `connect_first`, `size` clients that connect and send in the same instant (a closed
+    loop's first moment)."""
+    connections = (
+        [await asyncio.open_connection("127.0.0.1", port) for _ in range(size)]
+        if connect_first
+        else []
+    )
     outcome = Outcome()
     started = time.perf_counter()
 
     async def one(index: int) -> None:
-        reader, writer = connections[index]
-        writer.write(requests[index % len(requests)])
-        status, body, _ = await read_response(reader)
-        outcome.statuses[status] += 1
-        outcome.latencies.setdefault(status, []).append(time.perf_counter() - started)
-        if status == 200 and b"service_unavailable" in body:
-            outcome.unavailable += 1
-        writer.close()
+        try:
+            if connect_first:
+                reader, writer = connections[index]
+            else:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            outcome.statuses[0] += 1
+            return
+        try:
+            writer.write(requests[index % len(requests)])
+            status, body, _ = await read_response(reader)
+            outcome.statuses[status] += 1
+            outcome.latencies.setdefault(status, []).append(time.perf_counter() - started)
+            if status == 200 and b"service_unavailable" in body:
+                outcome.unavailable += 1
+        except (OSError, asyncio.IncompleteReadError):
+            outcome.statuses[0] += 1
+        finally:
+            writer.close()
 
     await asyncio.gather(*(one(index) for index in range(size)))
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def refusal_floor(stack: Stack, body: bytes, connections: int) -> str:
+    """How long a process takes to accept and refuse a storm of `connections` clients, with
+    a cap of 1 (every poll but one shed, each at the least cost a poll can have): the floor
+    under the storm's admitted polls, which take their event loop turns between these."""
+    port, process = start_orders_state(stack, 1)
+    requests = [
+        build_request(port, PATH, body, {"X-Yandex-UID": f"u{user}"}) for user in range(USERS)
+    ]
+    outcome = asyncio.run(burst(port, requests, connections, connect_first=False))
+    process.terminate()
+    process.wait(10)
+    shed = outcome.latencies.get(503, [])
+    return (
+        f"{'refusing alone (cap 1)':26s} {connections} clients at once: all answered in "
+        f"{outcome.seconds * 1000:.0f} ms; 503 p50 {percentile(shed, 0.5) * 1000:.0f} ms, "
+        f"p99 {percentile(shed, 0.99) * 1000:.0f} ms ({outcome.statuses[503]} shed, "
+        f"{outcome.statuses[0]} not answered)"
+    )
 
 
 def burst_line(name: str, size: int, outcome: Outcome, signs: dict[str, float]) -> str:
@@ -388,6 +432,8 @@ def main() -> None:
                 print(f"{'':26s} {split_of(port, stack).since(split)}")
                 if name == "admission control" and signs:
                     failed = True
+            # what the storm's first instant costs the process before any look
+            print(refusal_floor(stack, body, connections))
             capped, uncapped = results["admission control"], results["no cap"]
             p99 = percentile(capped.latencies.get(200, []), 0.99)
             p99_uncapped = percentile(uncapped.latencies.get(200, []), 0.99)
