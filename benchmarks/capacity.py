@@ -45,6 +45,7 @@ import aiohttp
 import psutil
 import redis.asyncio as aioredis
 import uvloop
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.users import POLICY, caught_up_users
 from devtools.stack import STACK, Stack, free_ports_env, own_stack
@@ -200,12 +201,14 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
                 """orders_state's waiting polls so far, by how each was answered."""
                 async with session.get(f"{state}/metrics") as response:
                     text = await response.text()
-                answers: Counter[str] = Counter()
-                for line in text.splitlines():
-                    if line.startswith("mlutp_waiting_poll_answers_total{"):
-                        name, _, value = line.rpartition(" ")
-                        answers[name.split('cause="')[1].split('"')[0]] = int(float(value))
-                return answers
+                return Counter(
+                    {
+                        sample.labels["cause"]: int(sample.value)
+                        for family in text_string_to_metric_families(text)
+                        for sample in family.samples
+                        if sample.name == "mlutp_waiting_poll_answers_total"
+                    }
+                )
 
             # warm-up: connections, caches, first-call imports, and each user's sources asked
             # and answers kept

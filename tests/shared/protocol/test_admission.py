@@ -42,9 +42,8 @@ def test_a_cold_process_admits_the_burst_its_starting_estimate_clears_in_the_bud
 def test_the_cap_is_the_budget_over_the_measured_cost_of_a_look() -> None:
     cap = limit()
     assert cap.observe(cpu_ms=50, wall_ms=250, looks=100, idle=False) == 500  # 0.5 ms a look
-    assert (
-        cap.observe(cpu_ms=250, wall_ms=250, looks=50, idle=False) == 50
-    )  # 5 ms a look: a busy process
+    # 5 ms a look: a busy process
+    assert cap.observe(cpu_ms=250, wall_ms=250, looks=50, idle=False) == 50
 
 
 def test_the_process_idle_work_is_not_charged_to_the_looks() -> None:
@@ -70,12 +69,10 @@ def test_a_window_with_too_few_looks_moves_nothing() -> None:
 
 
 def test_the_cap_stays_within_its_bounds() -> None:
-    assert (
-        limit().observe(cpu_ms=1000, wall_ms=250, looks=20, idle=False) == 20
-    )  # 50 ms a look: floor
-    assert (
-        limit().observe(cpu_ms=0, wall_ms=250, looks=1000, idle=False) == 2000
-    )  # free looks: ceiling
+    # 50 ms a look: the floor
+    assert limit().observe(cpu_ms=1000, wall_ms=250, looks=20, idle=False) == 20
+    # free looks: the ceiling
+    assert limit().observe(cpu_ms=0, wall_ms=250, looks=1000, idle=False) == 2000
     assert limit(min_limit=20, max_limit=1).cap == 1  # a floor above the ceiling
 
 
