@@ -215,6 +215,7 @@ def test_route_tags_are_neither_required_nor_refused_back():
         assert checks.tags_sent_back([*got, poll(2, [known], [])], URLS, frozenset({"route"})) == []
 
 
+@pytest.mark.timeout(600)  # every scenario, about three minutes here
 def test_the_reference_client_passes_every_scenario(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
@@ -227,6 +228,7 @@ def test_the_reference_client_passes_every_scenario(
     assert "an app restart" in capsys.readouterr().out
 
 
+@pytest.mark.timeout(600)  # every scenario, about three minutes here
 @pytest.mark.browser
 def test_the_browser_client_passes_every_scenario_in_chromium(tmp_path: Path):
     try:

@@ -13,7 +13,8 @@ import pytest
 
 from devtools.loadtest import FAULTS, LoadtestConfig, run_loadtest
 
-pytestmark = pytest.mark.fault_matrix
+# about four minutes here: the suite's per-test limit is too short for it
+pytestmark = [pytest.mark.fault_matrix, pytest.mark.timeout(900)]
 
 # fewer orders make the 5-s windows noisier than the bound they are held to: with 60, the
 # worst window of an outage measured 0.8–0.9 of the legacy rate (docs/loadtest-results.md)
