@@ -1,7 +1,8 @@
 """Benchmark: orders_state overloaded by a closed loop of many connections, with admission
 control (the cap of polls in progress the process clears in its budget, or --cap N fixed) and
 without it (a cap no load reaches), side by side in one run, at each connection count. A
-connection answered 503 waits its Retry-After, as the reference client does.
+connection answered 503 waits its Retry-After and a random part of a second, as the reference
+client does.
 
 First, bursts: N polls sent at once on N open connections, to a cold process (the burst is its
 first work) and to a warm one (after two seconds of load and a pause). Goal: none shed up to
@@ -35,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -300,9 +302,9 @@ async def _connection(
             if status == 200 and b"service_unavailable" in body:
                 outcome.unavailable += 1
             if status == 503:
-                # a client told to come back later does, as the reference client does
-                # (within the run)
-                pause = retry_after if retry_after is not None else 0.05
+                # a client told to come back later does, as the reference client does: after
+                # Retry-After's whole seconds and a random part of one (within the run)
+                pause = retry_after + random.random() if retry_after is not None else 0.05
                 await asyncio.sleep(max(0.0, min(pause, stop_at - time.perf_counter())))
     except (OSError, asyncio.IncompleteReadError):
         outcome.statuses[0] += 1

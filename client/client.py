@@ -219,7 +219,7 @@ class MlutpClient:
         if reply.status:
             self.stats.poll_latencies.append(reply.elapsed_s)
         self.interval_s, self.poll_again_at_once = next_poll(
-            reply, self.options.fallback_interval_s
+            reply, self.options.fallback_interval_s, spread_s=random.random()
         )
         return reply.ok
 

@@ -59,8 +59,10 @@ export const transport = {
     if (poll) {
       this.lastAnswer = { waited: headers.get("X-Mlutp-Wait"), at: Date.now() };
       if (status === 503 && headers.has("Retry-After")) {
-        // the server sheds load: come back when it says
-        this.intervalMs = Number(headers.get("Retry-After")) * 1000 || this.options.fallbackIntervalMs;
+        // the server sheds load: come back when it says, in whole seconds, plus a random part
+        // of a second, so the clients shed in one instant do not all come back in another
+        const retryAfterMs = Number(headers.get("Retry-After")) * 1000;
+        this.intervalMs = retryAfterMs ? retryAfterMs + Math.random() * 1000 : this.options.fallbackIntervalMs;
         this.lastAnswer.waited = null;
       } else if (headers.has("X-Yataxi-Polling-Interval-Ms")) {
         this.intervalMs = Number(headers.get("X-Yataxi-Polling-Interval-Ms"));

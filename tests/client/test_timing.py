@@ -44,6 +44,14 @@ def test_a_shed_poll_comes_back_after_retry_after():
     )
 
 
+def test_a_shed_poll_spreads_its_return_over_the_second_after_retry_after():
+    shed = reply(503, {"Retry-After": "2"}, {"code": "overloaded"})
+    assert next_poll(shed, FALLBACK_S, spread_s=0.25) == (2.25, False)
+    # the server's interval has its own jitter: nothing is added to it
+    answered = reply(200, {"X-Yataxi-Polling-Interval-Ms": "3000"})
+    assert next_poll(answered, FALLBACK_S, spread_s=0.25) == (3.0, False)
+
+
 def test_no_answer_or_no_json_object_is_the_fallback():
     assert next_poll(Reply(0, None, CIMultiDict(), 0, refused=True), FALLBACK_S) == (2.0, False)
     garbage = Reply(200, None, CIMultiDict({"X-Mlutp-Wait": "news"}), 0)

@@ -27,6 +27,7 @@ class Server {
     this.events = []; // ["request", {url, body, headers}] and ["frame", views], in order
     this.hold = new Map(); // part name → a promise its answers wait for
     this.failing = new Set(); // part names answered with an error
+    this.shedding = false; // orders/state answered 503, as admission control sheds a poll
     this.fetch = this.fetch.bind(this);
   }
 
@@ -77,6 +78,7 @@ class Server {
       return json({ mlutp_orders_state: state });
     }
     if (path === "/mlutp/v1/orders/state") {
+      if (this.shedding) return json({ code: "overloaded" }, { "Retry-After": "2" }, 503);
       const answer = {
         orders: this.state(body.known_orders), allowed_changes: {},
         policy_versions: { taxi: "v1", grocery: "v1" },
@@ -228,6 +230,22 @@ test("a poll is revalidated by its ETag, and a 304 keeps the answer", async () =
   assert.equal(first.headers["If-None-Match"], undefined);
   assert.ok(second.headers["If-None-Match"]);
   assert.equal(client.view()[0].data.status, "driving");
+});
+
+test("a shed poll comes back after Retry-After, spread over the second after it", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  server.shedding = true;
+  const waits = [];
+  for (let i = 0; i < 20; i += 1) {
+    await client.cycle();
+    waits.push(client.intervalMs);
+  }
+  assert.ok(waits.every((ms) => ms >= 2000 && ms < 3000), `${waits}`);
+  // clients shed in one instant do not all come back in another
+  assert.ok(new Set(waits).size > 1, `${waits}`);
 });
 
 test("the route is polled by its own rule, with the app's position", async () => {
