@@ -59,6 +59,12 @@ class TagCache:
         # from which degraded refetches are spread
         self.unavailable_since_ms: int | None = None
 
+    @property
+    def available(self) -> bool:
+        """The cache answered the last call made to it (or none failed yet): a poll held on
+        its last look may trust that look's tags."""
+        return self.unavailable_since_ms is None and not self.circuit.is_open
+
     def state(self, stored: StoredTags | None) -> CacheState:
         """What a poll that read `stored` knows of the cache."""
         if stored is not None:

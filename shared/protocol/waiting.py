@@ -54,3 +54,14 @@ def shed_interval_ms(interval_ms: int, *, factor: float, max_ms: int) -> int:
     """Past the cap of waiting polls a poll is answered at once and its client told to come
     back later than usual: load shedding by interval."""
     return int(min(max_ms, interval_ms * factor))
+
+
+def lost_cache_interval_ms(
+    interval_ms: int, *, degraded_factor: float, spread_ms: int, max_ms: int, rng: random.Random
+) -> int:
+    """The interval of a held poll answered because the tag cache or the pub/sub connection
+    was lost: degraded (the cache is gone), and drawn over `spread_ms` more (the degraded
+    min TTL), so that the thousands of polls answered in that one instant come back spread
+    over it instead of as one storm on the sources."""
+    degraded = interval_ms * degraded_factor
+    return int(min(max_ms, degraded + rng.uniform(0, spread_ms)))

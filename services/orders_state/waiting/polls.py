@@ -31,7 +31,12 @@ from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.shard import Waiter
 from services.orders_state.waiting.wakeups import TagWakeups
 from shared.errors import Overloaded
-from shared.protocol.waiting import has_news, shed_interval_ms, wait_budget_ms
+from shared.protocol.waiting import (
+    has_news,
+    lost_cache_interval_ms,
+    shed_interval_ms,
+    wait_budget_ms,
+)
 from shared.redis import list_channel, tags_channel
 from shared.wire import USER_HEADER, OrderKey
 
@@ -249,6 +254,19 @@ class WaitingPolls:
                 del self.waiting_by_user[user_id]
             self.metrics.waiting.dec()
 
+    def _lost(self, result: LookResult) -> WaitedAnswer:
+        """A held poll's answer when the tag cache or pub/sub is lost: its last look, with an
+        interval that spreads the return of every poll answered so."""
+        engine = self.engine.config
+        interval_ms = lost_cache_interval_ms(
+            result.interval_ms,
+            degraded_factor=engine.interval.degraded_factor,
+            spread_ms=engine.timings.degraded_min_ttl_ms,
+            max_ms=engine.interval.max_ms,
+            rng=self.rng,
+        )
+        return WaitedAnswer(replace(result, interval_ms=interval_ms), WaitCause.UNAVAILABLE)
+
     def _list_channels(self, services: Sequence[str], user_id: str) -> list[str]:
         """The user's list channels of the services with list tags: an order created
         elsewhere, finished or moved by its source."""
@@ -273,8 +291,8 @@ class WaitingPolls:
         while True:
             if self.shutting_down:
                 return WaitedAnswer(result, WaitCause.SHUTDOWN)
-            if not self._can_wait():
-                return at_once(result)
+            if not self._can_wait() or not self.engine.tag_cache.available:
+                return self._lost(result)
             wake_at = ends_at
             if result.due_at_ms is not None:
                 # a change the min TTL holds back is news once the TTL has passed
@@ -290,6 +308,12 @@ class WaitingPolls:
             woken = waiter.event.is_set()
             if self.shutting_down:
                 return WaitedAnswer(result, WaitCause.SHUTDOWN)
+            if not self._can_wait() or not self.engine.tag_cache.available:
+                # the pub/sub connection or the tag cache was lost (that rang every held
+                # poll): answered with the last look, as on shutdown. A new look would find
+                # the cache down and ask every source, and thousands of held polls doing so in
+                # one instant are a burst no legacy client ever made
+                return self._lost(result)
             if woken and self.config.wakeup_settle_s > 0:
                 # a debounce by nature: the rest of a burst of writes is not announced
                 await asyncio.sleep(self.config.wakeup_settle_s)

@@ -22,7 +22,7 @@ from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.waiting import MAX_WAIT_MS
 from shared.redis import tags_channel, tags_key
-from tests.emulator_api import advance, change, create_order_id
+from tests.emulator_api import advance, change, create_order_id, stats
 from tests.helpers import (
     STATE,
     all_tags,
@@ -313,6 +313,45 @@ async def test_redis_killed_mid_wait_answers_at_once(
     assert headers["X-Mlutp-Wait"] == "unavailable"
     assert order["orderid"] == orderid
     assert time.monotonic() - started < 10
+
+
+async def test_redis_killed_under_held_polls_costs_the_sources_nothing(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    """SPEC, Waiting poll: polls held when the tag cache or pub/sub is lost are answered with
+    their last look and no new one, so losing Redis costs the sources nothing in that instant
+    (each woken poll used to look again, find the cache down and ask every source)."""
+    own_settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0)
+    emulator, client = await stack_on(aiohttp_client, aiohttp_server, own_settings)
+    own_sync = redis.Redis.from_url(own_redis.url, decode_responses=True)
+    users = [f"{unique}-{index}" for index in range(12)]
+    caught = [await caught_up(emulator, own_sync, user) for user in users]
+    own_sync.close()
+    services = ["taxi", "eats", "grocery"]
+    waiting = [
+        asyncio.create_task(
+            poll_order(client, user, orderid, tags, wait_ms=20_000, supported_services=services)
+        )
+        for user, (orderid, tags) in zip(users, caught, strict=True)
+    ]
+    gathered = asyncio.gather(*waiting)
+    await held(client, gathered, count=len(users))
+    before = (await stats(emulator))["calls"]
+    own_redis.stop()
+    answers = await gathered
+    after = (await stats(emulator))["calls"]
+    for service in services:
+        target = f"source:{service}"
+        assert after.get(target, 0) == before.get(target, 0), target
+    for (order, headers), (orderid, _) in zip(answers, caught, strict=True):
+        assert headers["X-Mlutp-Wait"] == "unavailable"
+        # the last look's answer: the order as it was, actual
+        assert (order["orderid"], order["update_status"]) == (orderid, "actual")
+        # degraded, and spread over the degraded TTL so the clients do not come back together
+        assert int(headers["X-Yataxi-Polling-Interval-Ms"]) >= 3000 * 2 * 0.9
 
 
 async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_cap(

@@ -14,6 +14,7 @@ from shared.protocol.waiting import (
     MAX_WAIT_MS,
     has_news,
     longest_poll_s,
+    lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
 )
@@ -82,3 +83,29 @@ def test_the_longest_poll_is_the_longest_wait_with_its_extra_and_a_look_before_a
     # 25 s plus 1/16 is 26.5625 s; each look is a source deadline then a tags deadline
     assert longest_poll_s(0.25, 0.05) == pytest.approx(26.5625 + 2 * 0.3)
     assert longest_poll_s(1.0, 0.05) > longest_poll_s(0.25, 0.05)
+
+
+def test_polls_answered_as_the_cache_is_lost_come_back_degraded_and_spread_over_the_ttl():
+    rng = random.Random(3)
+    intervals = [
+        lost_cache_interval_ms(3000, degraded_factor=2.0, spread_ms=10_000, max_ms=60_000, rng=rng)
+        for _ in range(1000)
+    ]
+    # degraded (×2) at the least, spread over the degraded min TTL after it
+    assert min(intervals) >= 6000
+    assert max(intervals) <= 16_000
+    # spread: each tenth of the spread gets a share of the returns, none a storm
+    counts = [0] * 10
+    for interval in intervals:
+        counts[min(9, (interval - 6000) // 1000)] += 1
+    assert max(counts) < 2 * 1000 / 10
+
+
+def test_a_lost_cache_interval_stays_within_the_clamp():
+    rng = random.Random(1)
+    assert (
+        lost_cache_interval_ms(
+            40_000, degraded_factor=2.0, spread_ms=10_000, max_ms=60_000, rng=rng
+        )
+        == 60_000
+    )
