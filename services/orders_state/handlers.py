@@ -46,7 +46,8 @@ async def orders_state(request: web.Request) -> web.Response:
     headers = {INTERVAL_HEADER: str(answer.result.interval_ms), "ETag": etag}
     if answer.cause is not None:
         headers[WAIT_HEADER] = answer.cause.value
-    if not_modified(request.headers.get("If-None-Match"), etag):
+    # several If-None-Match field lines are one list (RFC 9110 §5.3), as a proxy may split it
+    if not_modified(", ".join(request.headers.getall("If-None-Match", ())), etag):
         # the client holds this answer: the interval (never cached) is all it needs
         return web.Response(status=304, headers=headers)
     return web.Response(body=payload, content_type=JSON_CONTENT_TYPE, headers=headers)

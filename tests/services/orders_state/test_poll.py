@@ -7,6 +7,7 @@ from aiohttp.test_utils import TestClient
 
 from services.bff.resources import ENGINE
 from services.bff.wire import MAX_SUPPORTED_SERVICES
+from shared.protocol.etag import body_etag
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
 from tests.helpers import (
@@ -302,8 +303,52 @@ async def test_an_answer_the_client_holds_is_a_304_with_the_interval_and_no_body
     assert (await moved.json())["orders"][0]["status"] == "waiting"
 
 
+async def test_if_none_match_star_is_ignored_an_answer_with_news_comes_whole(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    # a poll has no "any current representation": `*` must not hide a new order
+    orderid = await create_order_id(emulator, unique, status="driving")
+    headers = {"X-Yandex-UID": unique, "If-None-Match": "*"}
+    body = {"supported_services": ["taxi"]}
+    answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+    assert answer.status == 200 and answer.headers["ETag"]
+    [order] = (await answer.json())["orders"]
+    assert order["orderid"] == orderid and order["need_request"]
+
+
+async def test_the_etag_is_compared_weakly_and_may_be_one_of_a_list(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    await create_order_id(emulator, unique, status="driving")
+    body = {"supported_services": ["taxi"]}
+
+    async def status_with(*if_none_match: str) -> int:
+        headers = [("X-Yandex-UID", unique), *(("If-None-Match", v) for v in if_none_match)]
+        answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+        return answer.status
+
+    first = await orders_state.post(
+        "/mlutp/v1/orders/state", json=body, headers={"X-Yandex-UID": unique}
+    )
+    etag = first.headers["ETag"]
+    # the W/ form a compressing gateway hands the client back
+    assert await status_with(f"W/{etag}") == 304
+    assert await status_with(f'"a", W/"b", {etag}') == 304
+    assert await status_with('"a", W/"b"') == 200
+    # the list split over two field lines is still one list
+    assert await status_with('"a"', f"W/{etag}") == 304
+
+
 async def test_launch_answers_are_never_304(launch: TestClient, unique: str):
     body = {"supported_services": ["taxi"]}
-    headers = {"X-Yandex-UID": unique, "If-None-Match": "*"}
-    answer = await launch.post("/4.0/launch", json=body, headers=headers)
-    assert answer.status == 200 and "ETag" not in answer.headers
+    headers = {"X-Yandex-UID": unique}
+    first = await launch.post("/4.0/launch", json=body, headers=headers)
+    assert first.status == 200 and "ETag" not in first.headers
+    # even naming its own answer's body, the way orders/state's ETag would
+    held = body_etag(await first.read())
+    for if_none_match in (held, f"W/{held}", "*"):
+        again = await launch.post(
+            "/4.0/launch", json=body, headers={**headers, "If-None-Match": if_none_match}
+        )
+        assert again.status == 200 and "ETag" not in again.headers
+        assert (await again.json())["mlutp_orders_state"]
