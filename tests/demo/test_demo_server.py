@@ -16,7 +16,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from demo.app import create_app
 from demo.config import DemoSettings
 from demo.upstream import POOL_SIZE
+from services.orders_state.app import create_app as create_orders_state
+from services.orders_state.config import OrdersStateSettings
 from tests.emulator_api import create_order_id
+from tests.helpers import bff_kwargs
 from tests.raw_http import raw_post
 
 NOWHERE = "http://127.0.0.1:1"
@@ -158,3 +161,43 @@ async def test_advance_acts_only_on_the_demo_users_orders(
     mine = await (await demo.post("/demo/v1/orders", json={"service": "taxi"})).json()
     resp = await demo.post(f"/demo/v1/orders/taxi/{mine['orderid']}/advance")
     assert resp.status == 200
+
+
+async def test_a_poll_through_the_demo_is_revalidated_by_its_etag(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+    unique: str,
+) -> None:
+    # the page's client (demo/static/transport.js) sends the last poll's ETag in If-None-Match
+    # and takes a 304 for that answer: both headers must cross the demo server
+    orders_state = await aiohttp_server(
+        create_orders_state(OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server)))
+    )
+    demo = await aiohttp_client(
+        create_app(
+            DemoSettings(
+                launch_url=NOWHERE,
+                orders_state_url=str(orders_state.make_url("")).rstrip("/"),
+                emulator_url=str(emulator_server.make_url("")).rstrip("/"),
+                user_id=unique,
+            )
+        )
+    )
+    mine = await (await demo.post("/demo/v1/orders", json={"service": "taxi"})).json()
+    body = {"supported_services": ["taxi"]}
+    first = await demo.post("/mlutp/v1/orders/state", json=body)
+    assert first.status == 200
+    etag = first.headers["ETag"]
+    again = await demo.post("/mlutp/v1/orders/state", json=body, headers={"If-None-Match": etag})
+    assert again.status == 304 and await again.read() == b""
+    assert again.headers["ETag"] == etag
+    assert int(again.headers["X-Yataxi-Polling-Interval-Ms"]) > 0
+    # the order moves on: the same If-None-Match gets the new answer whole
+    advanced = await demo.post(f"/demo/v1/orders/taxi/{mine['orderid']}/advance")
+    assert advanced.status == 200
+    moved = await demo.post("/mlutp/v1/orders/state", json=body, headers={"If-None-Match": etag})
+    assert moved.status == 200 and moved.headers["ETag"] != etag
+    [order] = (await moved.json())["orders"]
+    assert order["orderid"] == mine["orderid"] and order["status"] != mine["status"]
