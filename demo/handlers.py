@@ -11,7 +11,7 @@ from demo.upstream import Kind, Passed
 from demo.wire import DemoConfig, FaultName, FaultSwitch, NewOrder
 from shared import wire
 from shared.errors import BadRequest
-from shared.web import json_response, read_json
+from shared.web import checked_path, json_response, quoted_segments, read_json
 
 STATIC = Path(__file__).resolve().parent / "static"
 # legacy clients fetch totw for every order every 5 s (iOS; Android every 10 s)
@@ -29,17 +29,9 @@ _new_order = msgspec.json.Decoder(NewOrder)
 _fault_switch = msgspec.json.Decoder(FaultSwitch)
 
 
-def _quoted_segments(values: list[str]) -> list[str]:
-    """Values passed on as single path segments, each quoted; never empty, `.` or `..`
-    (which a URL resolves to another path: the router has decoded `%2e%2e` already)."""
-    if any(value in ("", ".", "..") for value in values):
-        raise BadRequest("a path segment may not be empty, . or ..")
-    return [urllib.parse.quote(value, safe="") for value in values]
-
-
 def _segments(request: web.Request, *names: str) -> list[str]:
     """Path parameters passed on as single path segments."""
-    return _quoted_segments([request.match_info[name] for name in names])
+    return quoted_segments([request.match_info[name] for name in names])
 
 
 def _response(passed: Passed) -> web.Response:
@@ -54,8 +46,8 @@ async def _pass_on(request: web.Request, url: str, kind: Kind = Kind.OTHER) -> w
 
 
 def _mlutp_path(request: web.Request) -> str:
-    """The path under /mlutp/ as segments that stay under it."""
-    return "/mlutp/" + "/".join(_quoted_segments(request.match_info["tail"].split("/")))
+    """The path under /mlutp/ (the route's), as segments that stay under it."""
+    return checked_path(request.rel_url.raw_path)
 
 
 async def index(request: web.Request) -> web.FileResponse:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -71,6 +72,25 @@ async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T
     except web.HTTPRequestEntityTooLarge as exc:
         raise PayloadTooLarge(f"the request body is too large: {exc.text}") from exc
     return wire.decode(decoder, body)
+
+
+def quoted_segments(values: Sequence[str]) -> list[str]:
+    """Values passed on as single path segments, each quoted; never empty, `.` or `..`, which
+    a URL resolves to another path (the client library that passes the request on does: the
+    path checked would not be the path called)."""
+    if any(value in ("", ".", "..") for value in values):
+        raise BadRequest("a path segment may not be empty, . or ..")
+    return [urllib.parse.quote(value, safe="") for value in values]
+
+
+def checked_path(raw_path: str) -> str:
+    """A request's path as it came (percent-encoded, `request.rel_url.raw_path`), to be passed
+    on whole: each segment decoded once and quoted again, so `%2e%2e` is refused as `..` is,
+    and an encoded slash too (once decoded on the way, one segment would become several)."""
+    segments = [urllib.parse.unquote(value) for value in raw_path.removeprefix("/").split("/")]
+    if any("/" in segment for segment in segments):
+        raise BadRequest("a path segment may not hold an encoded slash")
+    return "/" + "/".join(quoted_segments(segments))
 
 
 HTTP_CODES = {

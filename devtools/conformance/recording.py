@@ -16,6 +16,8 @@ import aiohttp
 from aiohttp import web
 
 import demo
+from shared.errors import BadRequest
+from shared.web import checked_path, error_response
 
 # what the checks read of a request's and an answer's headers
 REQUEST_HEADERS = ("X-Yandex-UID", "If-None-Match")
@@ -80,6 +82,12 @@ class Recorder:
             self.recorded.notify_all()
 
     async def handle(self, request: web.Request) -> web.Response:
+        try:
+            # the path passed on is the one checked: the session below resolves dot segments,
+            # so features/../faults would reach the emulator's control API as a "feature"
+            path = checked_path(request.rel_url.raw_path)
+        except BadRequest as exc:
+            return error_response(exc.status, exc.code, exc.message)
         raw = await request.read()
         user = request.headers.get("X-Yandex-UID", "")
         try:
@@ -107,7 +115,7 @@ class Recorder:
             if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
         }
         session: aiohttp.ClientSession = request.app[SESSION]
-        url = base + request.path
+        url = base + path
         try:
             try:
                 payload, status, answer_headers, content_type = await _forward(

@@ -14,8 +14,15 @@ import pytest
 from aiohttp import web
 
 from shared.config import ServiceSettings
-from shared.errors import StartupError
-from shared.web import METRICS, create_base_app, json_response, needs, read_json
+from shared.errors import BadRequest, StartupError
+from shared.web import (
+    METRICS,
+    checked_path,
+    create_base_app,
+    json_response,
+    needs,
+    read_json,
+)
 from tests import raw_http
 from tests.apps import ServiceTestServer
 
@@ -192,3 +199,30 @@ def test_a_resource_set_up_before_one_it_needs_stops_start_up_with_both_named():
         needs(app, needed, "the engine")
     app[needed] = 7
     assert needs(app, needed, "the engine") == 7
+
+
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        "/emulator/v1/features/../faults",
+        "/emulator/v1/features/%2e%2e/faults",
+        "/emulator/v1/features/%2E%2e/faults",
+        "/emulator/v1/features/./faults",
+        "/emulator/v1/features/%2E/faults",
+        "/emulator/v1/features/x%2F..%2Ffaults",
+        "/emulator/v1/features/x%2fy",
+        "/mlutp/v1//orders/state",
+        "/mlutp/v1/orders/state/",
+    ],
+)
+def test_a_path_passed_on_whole_has_no_dot_empty_or_encoded_slash_segment(raw_path: str):
+    with pytest.raises(BadRequest):
+        checked_path(raw_path)
+
+
+def test_a_path_passed_on_whole_is_the_path_it_names():
+    assert checked_path("/mlutp/v1/orders/state") == "/mlutp/v1/orders/state"
+    assert checked_path("/4.0/launch") == "/4.0/launch"
+    # decoded once and quoted again: a double-encoded dot stays text, never a dot segment
+    assert checked_path("/a/%252e%252e/b%20c") == "/a/%252e%252e/b%20c"
+    assert checked_path("/a/..b/c.") == "/a/..b/c."
