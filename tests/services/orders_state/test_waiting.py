@@ -321,9 +321,10 @@ async def test_redis_killed_under_held_polls_costs_the_sources_nothing(
     own_redis: EmbeddedRedis,
     unique: str,
 ):
-    """SPEC, Waiting poll: polls held when the tag cache or pub/sub is lost are answered with
-    their last look and no new one, so losing Redis costs the sources nothing in that instant
-    (each woken poll used to look again, find the cache down and ask every source)."""
+    """docs/protocol.md, Waiting poll: polls held when the tag cache or pub/sub is lost are
+    answered with their last look and no new one, so losing Redis costs the sources nothing
+    in that instant (each woken poll used to look again, find the cache down and ask every
+    source)."""
     own_settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0)
     emulator, client = await stack_on(aiohttp_client, aiohttp_server, own_settings)
     own_sync = redis.Redis.from_url(own_redis.url, decode_responses=True)
