@@ -32,7 +32,9 @@ class FaultMode(StrEnum):
     SLOW = "slow"
     ERROR500 = "error500"
     # answers from a read replica one data version behind, unless the call asks for a newer
-    # version (totw: a content tag v<N>), which the primary answers
+    # version (totw: a content tag v<N>), which the primary answers; an order source's
+    # replica serves the user's list as it was delay_ms ago (0: one version behind) under
+    # that list's own tag, whatever `at_least` it is asked for
     LAGGING = "lagging"
 
 
@@ -58,6 +60,14 @@ class Faults:
     def lagging(self, target: str) -> bool:
         fault = self._faults.get(target)
         return fault is not None and fault.mode is FaultMode.LAGGING
+
+    def lag_s(self, target: str) -> float | None:
+        """How far behind a lagging target's replica is (0: one data version); None when the
+        target is not lagging."""
+        fault = self._faults.get(target)
+        if fault is None or fault.mode is not FaultMode.LAGGING:
+            return None
+        return fault.delay_ms / 1000
 
     async def hold(self, target: str) -> None:
         """A slow target holds its answer, already computed from the data as it was when the

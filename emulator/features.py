@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from emulator.source_lists import SourceLists, listing
 from emulator.stats import Stats
 from emulator.world import DataChange, Order, World
 from shared.errors import OrderTagsUnavailable
@@ -32,6 +33,8 @@ class Features:
         self.tags = tags
         self.policy = policy
         self.stats = stats
+        # each user's list, version by version, for a lagging source's replica
+        self.lists = SourceLists()
 
     def parts_of(self, service: str, fields: frozenset[str]) -> list[str]:
         """The tagged parts of every policy version the file serves that carry any of these
@@ -51,8 +54,11 @@ class Features:
         listed = change.created or left or bool(change.fields & fields)
         if not listed:
             return
+        version = self.lists.changed(
+            change.service, change.user_id, listing(self.world, change.service, change.user_id)
+        )
         try:
-            await self.tags.bump_list(change.service, change.user_id)
+            version.tag = await self.tags.bump_list(change.service, change.user_id)
         except OrderTagsUnavailable as exc:
             # the source's list changed anyway; a poll asks the source once the kept answer
             # is older than the BFF's list_max_age

@@ -6,11 +6,13 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
+from msgspec.structs import replace
 
 from emulator import wire as ew
-from emulator.documents import LIFECYCLES, change_capabilities, order_limit
+from emulator.documents import LIFECYCLES
 from emulator.faults import PART_TARGET_PREFIX, TARGETS, Fault, known_target
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
+from emulator.source_lists import listing
 from emulator.world import (
     DataChange,
     InvalidChange,
@@ -21,8 +23,7 @@ from emulator.world import (
 )
 from shared import wire
 from shared.errors import BadRequest, Conflict, NotFound
-from shared.protocol.allowed_changes import SourceAllowance
-from shared.upstream_wire import RouteRequest, SourceOrder, SourceRequest, SourceResponse
+from shared.upstream_wire import RouteRequest, SourceRequest
 from shared.web import json_response, read_json
 
 _order_request = msgspec.json.Decoder(ew.OrderRequest)
@@ -89,24 +90,17 @@ async def order_source(request: web.Request) -> web.Response:
     service = _service(request)
     target = f"source:{service}"
     # the client's known orders with their content tags: recorded, and checked
-    wire.decode(_source_request, await _upstream_call(request, target))
+    asked = wire.decode(_source_request, await _upstream_call(request, target))
     user_id = _user_id(request)
-    active = request.app[WORLD].active(user_id, service)
-    if len(active) < order_limit(service):
-        allowed = SourceAllowance(can_make_more_orders=True)
-    else:
-        allowed = SourceAllowance(False, "active_orders_limit")
-    orders = [
-        SourceOrder(
-            o.orderid,
-            o.status,
-            o.created_at,
-            o.brief(),
-            change_capabilities(service, o.status),
-        )
-        for o in active
-    ]
-    return await _respond(request, target, SourceResponse(orders, allowed))
+    lag_s = request.app[FAULTS].lag_s(target)
+    if lag_s is None:
+        # the primary: its data is at least as new as any list tag readable before the call
+        # (data first, tag second), so it serves the tag it was given
+        answer = listing(request.app[WORLD], service, user_id)
+        return await _respond(request, target, replace(answer, list_tag=asked.at_least))
+    # a read replica behind the primary: an older list, under that list's own tag
+    served = request.app[FEATURES].lists.as_of(service, user_id, lag_s)
+    return await _respond(request, target, replace(served.answer, list_tag=served.tag))
 
 
 def _document(request: web.Request, target: str, order: Order, asked: ew.OrderRequest) -> Any:

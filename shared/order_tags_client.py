@@ -86,7 +86,7 @@ class OrderTagsClient(UpstreamClient):
         orders: Sequence[wire.OrderKey],
         lists: Sequence[wire.ListKey] = (),
         *,
-        force: Sequence[wire.OrderKey] = (),
+        force: Sequence[wire.ForcedOrder] = (),
         force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> wire.TagsGetResponse:

@@ -31,10 +31,13 @@ def tags_channel(service: str, orderid: str) -> str:
     return tags_key(service, orderid)
 
 
-def force_key(service: str, orderid: str) -> str:
-    """How often an order's force was honoured in its current minute, by every replica:
-    `force:{<service>:<orderid>}`, on the shard of the order's tags."""
-    return f"force:{{{service}:{orderid}}}"
+def force_key(service: str, orderid: str, user_id: str | None = None) -> str:
+    """How often a user's force of an order was counted in its current minute, by every
+    replica: `force:{<service>:<orderid>}:<user_id>`, on the shard of the order's tags. Per
+    user, so another user naming the order spends nothing of its owner's budget (without a
+    user, `force:{<service>:<orderid>}`, the order's alone)."""
+    key = f"force:{{{service}:{orderid}}}"
+    return key if user_id is None else f"{key}:{user_id}"
 
 
 def list_key(service: str, user_id: str) -> str:

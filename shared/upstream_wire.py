@@ -24,6 +24,10 @@ class SourceRequest(msgspec.Struct):
     that service, with their content tags."""
 
     orders: list[SourceKnownOrder] = []
+    # the user's list tag of this service as read before the call (absent: none read): the
+    # source serves data at least that new, or says in `list_tag` which it serves, as part
+    # upstreams are given the content tag the client holds
+    at_least: ContentTag | None = None
 
 
 class SourceOrder(msgspec.Struct):
@@ -40,6 +44,10 @@ class SourceResponse(msgspec.Struct):
 
     orders: list[SourceOrder]
     allowed_changes: SourceAllowance
+    # the list tag of the data this answer is of (a replica that lags names an older one than
+    # `at_least`); absent: the source does not say, and its answer is judged by the created
+    # grace alone
+    list_tag: ContentTag | None = None
 
 
 class RouteRequest(msgspec.Struct):

@@ -72,13 +72,27 @@ class ListKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     user_id: UserId
 
 
+class ForcedOrder(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An order a client forced, and the user who did: an order's budget is counted per user,
+    so a user naming another's order spends nothing of its owner's (absent: per order)."""
+
+    service: ServiceName
+    orderid: OrderId
+    user_id: UserId | None = None
+
+    @property
+    def key(self) -> OrderKey:
+        return OrderKey(self.service, self.orderid)
+
+
 class TagsGetRequest(msgspec.Struct, forbid_unknown_fields=True):
     orders: Annotated[list[OrderKey], msgspec.Meta(max_length=MAX_BATCH)]
     # list tags (made when absent) and kept answers, read in the same round trip
     lists: Annotated[list[ListKey], msgspec.Meta(max_length=MAX_LISTS)] = []
     # orders of `orders` a client forced: each is counted against its budget of
-    # `force_per_minute` in the same round trip, where every replica of the BFF counts it
-    force: Annotated[list[OrderKey], msgspec.Meta(max_length=MAX_BATCH)] = []
+    # `force_per_minute` (its user's) in the same round trip, where every replica of the BFF
+    # counts it
+    force: Annotated[list[ForcedOrder], msgspec.Meta(max_length=MAX_BATCH)] = []
     force_per_minute: Annotated[int, msgspec.Meta(ge=0, le=MAX_FORCE_PER_MINUTE)] = 0
 
 
@@ -113,6 +127,8 @@ class ListEntry(msgspec.Struct, omit_defaults=True):
 class TagsGetResponse(msgspec.Struct, omit_defaults=True):
     orders: list[OrderTags]
     lists: list[ListEntry] = []
+    # for each entry of the request's `force`, whether it is within its budget
+    forced: list[bool] = []
 
 
 class ListBumpRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -187,6 +203,8 @@ class OrderParts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     service: ServiceName
     orderid: OrderId
     parts: Annotated[list[PartName], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
+    # whose order it is (the user a source listed it for), kept from the order's first write
+    user_id: UserId | None = None
 
 
 class TagsCreateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -284,6 +302,18 @@ def check_depth(value: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
         if not level:
             return
     raise BadRequest(f"{where} is nested deeper than {limit} levels", code="too_deep")
+
+
+def check_kept_answer(answer: Any, encoded_bytes: int) -> None:
+    """What order_tags refuses to keep (BadRequest): an answer over MAX_KEPT_ANSWER_BYTES or
+    nested deeper than free-form JSON may be. The BFF checks the same before sending, so a
+    joined keep call never carries an answer that would fail the others with it."""
+    if encoded_bytes > MAX_KEPT_ANSWER_BYTES:
+        raise BadRequest(
+            f"the answer is {encoded_bytes} bytes; at most {MAX_KEPT_ANSWER_BYTES} are kept",
+            code="answer_too_large",
+        )
+    check_depth(answer, "answer")
 
 
 def checked_user_id(value: str | None, header: str = "X-Yandex-UID") -> str:

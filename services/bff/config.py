@@ -173,7 +173,7 @@ class ProtocolSettings(BaseSettings):
     # operator's switch, e.g. while a source is known not to bump its list tags)
     list_tags: bool = True
     # a source's kept answer stands for it this long at most (docs/protocol.md: List tags)
-    list_max_age_s: float = Field(30.0, gt=0, le=300)
+    list_max_age_s: float = Field(120.0, gt=0, le=300)
     # a known order its source does not list yet stays (stale) this long after its tags
     # were made (docs/protocol.md: A just-created order the source does not list yet)
     created_grace_s: float = Field(10.0, ge=0, le=300)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from services.bff.coalesce import Coalesced
 from services.bff.known_orders import ParsedKnownOrder
 from services.bff.listings import Listings
 from services.bff.metrics import BffMetrics
@@ -33,13 +34,13 @@ from shared.protocol.allowed_changes import (
     unavailable_capabilities,
 )
 from shared.protocol.interval import IntervalRules, polling_interval_ms
-from shared.protocol.list_tags import within_created_grace
+from shared.protocol.list_tags import answer_current, within_created_grace
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import canonical_key, merge_orders
 from shared.protocol.policy_versions import held_versions, versions_to_hold
 from shared.protocol.tags import known_content_tags, refetch_phase
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
-from shared.wire import USER_HEADER, ListKey, OrderKey
+from shared.wire import USER_HEADER, ForcedOrder, ListKey, OrderKey
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class EngineConfig:
     # sources whose policy says list_tags are answered from kept answers (off: always asked)
     list_tags: bool = True
     # a kept source answer stands for the source this long at most
-    list_max_age_ms: int = 30_000
+    list_max_age_ms: int = 120_000
     # a known order its source does not list stays (stale) this long after its tags were made
     created_grace_ms: int = 10_000
 
@@ -113,7 +114,11 @@ class OrdersStateEngine:
         # how overloaded the process is now (the interval's factor); admission control's
         self.overload = overload
         self.rng = rng or random.Random()
-        self.listings = Listings(tag_cache, metrics, max_age_ms=config.list_max_age_ms)
+        # the source calls in flight per (service, user, list tag read)
+        self._asking: Coalesced[tuple[str, str, str], SourceResponse | None] = Coalesced()
+        self.listings = Listings(
+            tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
+        )
 
     def _capabilities(self, service: str) -> tuple[str, ...]:
         served = self.policy.services.get(service)
@@ -155,23 +160,46 @@ class OrdersStateEngine:
         known: Sequence[ParsedKnownOrder],
         versions: Mapping[str, str],
         headers: dict[str, str],
+        at_least: Mapping[str, str],
     ) -> dict[str, SourceResponse | None]:
-        """Each served service's source; a service the server does not serve is
-        unavailable for this request (None), like a source that failed."""
+        """Each served service's source, told the list tag read before the call (`at_least`);
+        a service the server does not serve is unavailable for this request (None), like a
+        source that failed."""
         served = [service for service in services if service in self.sources]
         told = self._known_by_source(known, served, versions, int(time.time() * 1000))
-        results = await asyncio.gather(
-            *(self.sources[service].list_active(headers, told[service]) for service in served)
-        )
+        user_id = headers.get(USER_HEADER)
+
+        async def ask(service: str) -> tuple[SourceResponse | None, bool]:
+            source, tag = self.sources[service], at_least.get(service)
+            if tag is None or not user_id:
+                return await source.list_active(headers, told[service]), False
+            # however many polls of the user find its kept answer missing or expired at
+            # once (devices, tabs, the polls a bump wakes), the source is asked once: those
+            # that read the same list tag share the answer
+            return await self._asking.run(
+                (service, user_id, tag), lambda: source.list_active(headers, told[service], tag)
+            )
+
+        results = await asyncio.gather(*(ask(service) for service in served))
         answers: dict[str, SourceResponse | None] = dict.fromkeys(services)
-        for service, result in zip(served, results, strict=True):
-            self.metrics.sources.labels(service, "ok" if result else "unavailable").inc()
+        for service, (result, joined) in zip(served, results, strict=True):
+            outcome = "coalesced" if joined else "ok" if result else "unavailable"
+            self.metrics.sources.labels(service, outcome).inc()
             answers[service] = result
         return answers
 
-    async def _stored_tags(self, keys: list[OrderKey], read: TagsRead | None) -> StoredTags | None:
+    async def _stored_tags(
+        self,
+        keys: list[OrderKey],
+        read: TagsRead | None,
+        creatable: set[OrderKey],
+        user_id: str | None,
+    ) -> StoredTags | None:
         """The tags of the orders the sources listed: those the poll's first read had, and
-        the rest read now (a new order); None when the tag cache is unavailable."""
+        the rest read now (a new order); None when the tag cache is unavailable. Tags are
+        made only for the `creatable` orders: those a current answer, just asked, lists for
+        this user. A kept or lagging answer may still list an order that has finished (its
+        tags deleted), which must not get tags again with no owner for a day."""
         if read is None:
             return None
         stored: StoredTags = {key: read.tags[key] for key in keys if key in read.tags}
@@ -187,6 +215,8 @@ class OrdersStateEngine:
         # added), which would otherwise carry no content and be refetched for good
         missing: dict[OrderKey, list[str]] = {}
         for key in keys:
+            if key not in creatable:
+                continue
             parts = stored.get(key)
             absent = [
                 part
@@ -196,7 +226,7 @@ class OrdersStateEngine:
             if absent:
                 missing[key] = absent
         if missing:
-            stored.update(await self.tag_cache.create_missing(missing))
+            stored.update(await self.tag_cache.create_missing(missing, user_id))
         return stored
 
     def _actual(
@@ -291,17 +321,21 @@ class OrdersStateEngine:
         read = await self.tag_cache.read(
             [k.key for k in known if k.order.service in self.sources],
             [ListKey(service, user_id) for service in listed_services if user_id],
-            force=[k.key for k in known if k.order.force and k.order.service in self.sources],
+            # counted against the order's budget of this user: naming another's order with
+            # force spends nothing of its owner's
+            force=[
+                ForcedOrder(k.order.service, k.order.orderid, user_id)
+                for k in known
+                if k.order.force and k.order.service in self.sources
+            ],
             force_per_minute=self.config.force_per_order_per_minute,
         )
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
+        # the list tag read before each source is asked: it serves data at least that new
+        list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
         asked = await self._query_sources(
-            [s for s in services if s not in kept], known, versions, headers
+            [s for s in services if s not in kept], known, versions, headers, list_tags
         )
-        if user_id:
-            self.listings.keep(
-                user_id, read, {s: a for s, a in asked.items() if s in listed_services}
-            )
         sources: dict[str, SourceResponse | None] = {**asked, **kept}
         available = {service: result for service, result in sources.items() if result is not None}
 
@@ -310,7 +344,41 @@ class OrdersStateEngine:
             key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
         )
         keys = [OrderKey(service, order.orderid) for service, order in listed]
-        stored = await self._stored_tags(keys, read)
+        listed_keys = set(keys)
+        now_ms = int(time.time() * 1000)
+        # a known order its available source does not list, but whose tags were made within
+        # the created grace: the source lags behind its creation, and the order stays (stale)
+        lagging = {
+            k.key
+            for k in known
+            if k.order.service in available
+            and k.key not in listed_keys
+            and read is not None
+            # the user's own order alone: naming another's id reveals nothing
+            and read.owners.get(k.key) == user_id
+            and within_created_grace(
+                read.created_ms.get(k.key), now_ms=now_ms, grace_ms=self.config.created_grace_ms
+            )
+        }
+        omitting = {key.service for key in lagging}
+        current = {
+            service
+            for service, answer in asked.items()
+            if answer is not None
+            and answer_current(
+                list_tags.get(service),
+                answer.list_tag,
+                omits_a_just_created_order=service in omitting,
+            )
+        }
+        if user_id:
+            # a lagging answer is used for this poll alone: kept, it would stand for the
+            # source under a tag whose data it does not show, longer than the created grace
+            self.listings.keep(
+                user_id, read, {s: asked[s] for s in current if s in listed_services}
+            )
+        creatable = {key for key in keys if key.service in current}
+        stored = await self._stored_tags(keys, read, creatable, user_id)
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
         known_by_key = {k.key: k for k in known}
@@ -333,19 +401,6 @@ class OrdersStateEngine:
 
         # a known order of an unavailable service stays, as the client knew it; so does one
         # its source does not list yet, for a grace after its tags were made
-        listed_keys = set(keys)
-        lagging = {
-            k.key
-            for k in known
-            if k.order.service in available
-            and k.key not in listed_keys
-            and read is not None
-            # the user's own order alone: naming another's id reveals nothing
-            and read.owners.get(k.key) == user_id
-            and within_created_grace(
-                read.created_ms.get(k.key), now_ms=now_ms, grace_ms=self.config.created_grace_ms
-            )
-        }
         stale: list[AnsweredOrder] = [
             _stale_order(k, self._capabilities(k.order.service))
             for k in known
@@ -386,5 +441,7 @@ class OrdersStateEngine:
             due_at_ms=due_at_ms,
             policy_versions=to_hold,
             policy_changed=to_hold != held,
-            source_lagging=bool(lagging),
+            # a just-created order not listed yet, or an answer of older data than the list
+            # tag read: the bump that would wake a waiting poll has rung already
+            source_lagging=bool(lagging) or any(s not in current for s in asked if asked[s]),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -13,9 +14,10 @@ import msgspec
 from services.bff.metrics import BffMetrics
 from services.bff.tag_cache import TagCache, TagsRead
 from shared import wire
-from shared.protocol.list_tags import kept_answer_usable
+from shared.errors import BadRequest
+from shared.protocol.list_tags import kept_answer_max_age_ms, kept_answer_usable
 from shared.upstream_wire import SourceResponse
-from shared.wire import MAX_KEPT_ANSWER_BYTES, KeptAnswerOut
+from shared.wire import KeptAnswerOut
 
 log = logging.getLogger("mlutp.listings")
 
@@ -30,10 +32,12 @@ class Listings:
         *,
         max_age_ms: int,
         max_keeping: int = 1000,
+        rng: random.Random | None = None,
     ) -> None:
         self.tag_cache = tag_cache
         self.metrics = metrics
         self.max_age_ms = max_age_ms
+        self.rng = rng or random.Random()
         # answers being written: the poll does not wait for them, and they are bounded
         self.max_keeping = max_keeping
         self._keeping: set[asyncio.Task[None]] = set()
@@ -78,11 +82,15 @@ class Listings:
             if answer is None or entry is None:
                 continue
             encoded = msgspec.Raw(wire.encode(answer))
-            if len(encoded) > MAX_KEPT_ANSWER_BYTES:
-                # order_tags would refuse it (and the others of its call with it)
+            try:
+                wire.check_kept_answer(msgspec.to_builtins(answer), len(encoded))
+            except BadRequest:
+                # order_tags would refuse it (too large or too deep), and with it the other
+                # users' answers joined in its call
                 self.metrics.tag_cache.labels("keep_skipped").inc()
                 continue
-            answers.append(KeptAnswerOut(service, user_id, entry.tag, encoded, self.max_age_ms))
+            max_age_ms = kept_answer_max_age_ms(self.max_age_ms, self.rng)
+            answers.append(KeptAnswerOut(service, user_id, entry.tag, encoded, max_age_ms))
         if not answers:
             return
         if len(self._keeping) >= self.max_keeping:

@@ -13,7 +13,8 @@ class BffMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.sources = Counter(
             "mlutp_order_source_calls",
-            "Order source calls by outcome",
+            "Order source answers by outcome: ok and unavailable (asked), kept (a kept answer "
+            "stood for the source), coalesced (shared a call of the same user in flight)",
             ["service", "outcome"],
             registry=registry,
         )

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from shared.upstream_wire import SourceKnownOrder, SourceResponse
-from shared.wire import KeptAnswerOut, ListKey, OrderKey, OrderParts, TagsGetResponse
+from shared.wire import ForcedOrder, KeptAnswerOut, ListKey, OrderKey, OrderParts, TagsGetResponse
 
 
 class FetchOutcome(StrEnum):
@@ -38,10 +38,14 @@ class OrderSource(Protocol):
     service: str
 
     async def list_active(
-        self, headers: dict[str, str], known: Sequence[SourceKnownOrder] = ()
+        self,
+        headers: dict[str, str],
+        known: Sequence[SourceKnownOrder] = (),
+        at_least: str | None = None,
     ) -> SourceResponse | None:
         """None when the source is unavailable for this request (failed, late, garbage).
-        `known`: the client's known orders of this service, with their content tags."""
+        `known`: the client's known orders of this service, with their content tags;
+        `at_least`: the user's list tag read before the call."""
         ...
 
 
@@ -59,7 +63,7 @@ class TagStore(Protocol):
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey] = (),
         *,
-        force: Sequence[OrderKey] = (),
+        force: Sequence[ForcedOrder] = (),
         force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> TagsGetResponse: ...

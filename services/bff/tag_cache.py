@@ -14,7 +14,15 @@ from services.bff.ports import TagStore
 from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.need_request import CACHE_UP, CacheState
-from shared.wire import MAX_BATCH, KeptAnswerOut, ListEntry, ListKey, OrderKey, OrderParts
+from shared.wire import (
+    MAX_BATCH,
+    ForcedOrder,
+    KeptAnswerOut,
+    ListEntry,
+    ListKey,
+    OrderKey,
+    OrderParts,
+)
 
 StoredTags = dict[OrderKey, dict[str, str] | None]
 
@@ -84,7 +92,7 @@ class TagCache:
         self,
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey],
-        force: Sequence[OrderKey] = (),
+        force: Sequence[ForcedOrder] = (),
         force_per_minute: int = 0,
     ) -> TagsRead | None:
         """The orders' tags, the lists' tags with their kept answers, and which forced orders
@@ -92,22 +100,24 @@ class TagCache:
         is unavailable (and then no force counts)."""
         if not orders and not lists:
             return TagsRead({}, {}, {})
-        forced = set(force)
         if not self.circuit.allow(self.clock()):
             self.metrics.tag_cache.labels("circuit_open").inc()
             self._unavailable()
             return None
+        # a user with more orders than one call takes: batches within the limit, together;
+        # each forced order goes with its order's batch
+        batches = batched(orders, MAX_BATCH) or [()]
+        forced_in = [[f for f in force if f.key in set(chunk)] for chunk in batches]
         try:
-            # a user with more orders than one call takes: batches within the limit, together
             chunks = await asyncio.gather(
                 *(
                     self.client.read(
                         chunk,
                         lists if index == 0 else (),
-                        force=[order for order in chunk if order in forced],
+                        force=forced_in[index],
                         force_per_minute=force_per_minute,
                     )
-                    for index, chunk in enumerate(batched(orders, MAX_BATCH) or [()])
+                    for index, chunk in enumerate(batches)
                 )
             )
         except OrderTagsRejected:
@@ -131,7 +141,10 @@ class TagCache:
         self.metrics.tag_cache.labels("ok").inc()
         self.metrics.circuit_open.set(0)
         read = TagsRead({}, {}, {})
-        for chunk in chunks:
+        for chunk, sent in zip(chunks, forced_in, strict=True):
+            # an order_tags that does not answer `forced` (mid-deploy) honours no force
+            answered = zip(sent, chunk.forced, strict=False)
+            read.force_honoured.update(forced.key for forced, honoured in answered if honoured)
             for order in chunk.orders:
                 key = OrderKey(order.service, order.orderid)
                 read.tags[key] = order.tags
@@ -139,8 +152,6 @@ class TagCache:
                     read.created_ms[key] = order.created_ms
                 if order.owner is not None:
                     read.owners[key] = order.owner
-                if order.force_honoured:
-                    read.force_honoured.add(key)
             for entry in chunk.lists:
                 read.lists[entry.service] = entry
         return read
@@ -154,14 +165,17 @@ class TagCache:
             self.metrics.tag_cache.labels("keep_failed").inc()
 
     async def create_missing(
-        self, missing: dict[OrderKey, list[str]]
+        self, missing: dict[OrderKey, list[str]], owner: str | None = None
     ) -> dict[OrderKey, dict[str, str]]:
         """Create content tags for the parts orders lack (all of them when an order is new or
         expired), only where absent, so a feature's tag written meanwhile wins: one call for
-        all the orders (one per hundred). Returns every tag stored afterwards for each order;
-        none when the write failed (the parts are then fetched again later, never lost)."""
+        all the orders (one per hundred). `owner`: the user a source listed them for. Returns
+        every tag stored afterwards for each order; none when the write failed (the parts are
+        then fetched again later, never lost)."""
         requests = [
-            OrderParts(key.service, key.orderid, parts) for key, parts in missing.items() if parts
+            OrderParts(key.service, key.orderid, parts, owner)
+            for key, parts in missing.items()
+            if parts
         ]
         if not requests:
             return {}

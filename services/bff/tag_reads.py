@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from services.bff.ports import TagStore
+from shared.errors import OrderTagsRejected
 from shared.wire import (
     MAX_BATCH,
     MAX_LISTS,
+    ForcedOrder,
     KeptAnswerOut,
     ListKey,
     OrderKey,
@@ -32,7 +34,7 @@ from shared.wire import (
 class _Reader:
     orders: Sequence[OrderKey]
     lists: Sequence[ListKey]
-    force: Sequence[OrderKey]
+    force: Sequence[ForcedOrder]
     answered: asyncio.Future[TagsGetResponse]
 
 
@@ -94,7 +96,7 @@ class JoinedTagReads:
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey] = (),
         *,
-        force: Sequence[OrderKey] = (),
+        force: Sequence[ForcedOrder] = (),
         force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> TagsGetResponse:
@@ -180,17 +182,19 @@ class JoinedTagReads:
             for reader in readers:
                 reader.answered.cancel()
             raise
-        orders_at = lists_at = 0
+        orders_at = lists_at = forced_at = 0
         for reader in readers:
             orders_end, lists_end = orders_at + len(reader.orders), lists_at + len(reader.lists)
+            forced_end = forced_at + len(reader.force)
             if not reader.answered.done():
                 reader.answered.set_result(
                     TagsGetResponse(
                         orders=response.orders[orders_at:orders_end],
                         lists=response.lists[lists_at:lists_end],
+                        forced=response.forced[forced_at:forced_end],
                     )
                 )
-            orders_at, lists_at = orders_end, lists_end
+            orders_at, lists_at, forced_at = orders_end, lists_end, forced_end
 
     async def keep_answers(
         self, answers: Sequence[KeptAnswerOut], *, deadline_s: float | None = None
@@ -229,7 +233,7 @@ class JoinedTagReads:
             calls[-1].append(answer)
             call_bytes += len(answer.answer)
         results = await asyncio.gather(
-            *(self.store.keep_answers(call, deadline_s=keeping.deadline_s) for call in calls),
+            *(self._keep_call(call, keeping.deadline_s) for call in calls),
             return_exceptions=True,
         )
         failed = next((r for r in results if isinstance(r, BaseException)), None)
@@ -239,6 +243,23 @@ class JoinedTagReads:
             keeping.done.exception()
         else:
             keeping.done.set_result(None)
+
+    async def _keep_call(self, answers: list[KeptAnswerOut], deadline_s: float | None) -> None:
+        """One keep call; refused (one answer order_tags will not keep: all or none), each
+        answer again alone, so one user's answer never costs the others theirs. The BFF checks
+        what order_tags checks before sending, so this is the rare disagreement between them."""
+        try:
+            await self.store.keep_answers(answers, deadline_s=deadline_s)
+        except OrderTagsRejected:
+            if len(answers) == 1:
+                raise
+            results = await asyncio.gather(
+                *(self.store.keep_answers([one], deadline_s=deadline_s) for one in answers),
+                return_exceptions=True,
+            )
+            failed = next((r for r in results if isinstance(r, BaseException)), None)
+            if failed is not None:
+                raise failed from None
 
     async def get(
         self, orders: Sequence[OrderKey], *, deadline_s: float | None = None

@@ -51,12 +51,17 @@ class OrderSourceClient(UpstreamClient):
         self.service = service
 
     async def list_active(
-        self, headers: dict[str, str], known: Sequence[SourceKnownOrder] = ()
+        self,
+        headers: dict[str, str],
+        known: Sequence[SourceKnownOrder] = (),
+        at_least: str | None = None,
     ) -> SourceResponse | None:
         """The user's active orders, or None when the source is unavailable. The source is
-        told the client's known orders of its service with their content tags."""
+        told the client's known orders of its service with their content tags, and the
+        user's list tag read before the call."""
+        request = SourceRequest(list(known), at_least)
         try:
-            response = await self.post("", wire.encode(SourceRequest(list(known))), headers=headers)
+            response = await self.post("", wire.encode(request), headers=headers)
         except CircuitOpenError:
             return None  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:

@@ -8,7 +8,6 @@ from aiohttp import web
 from services.order_tags.keys import TAG_STORE
 from services.order_tags.storage import KeptEntry
 from shared import wire
-from shared.errors import BadRequest
 from shared.web import json_response, read_json
 
 _get = msgspec.json.Decoder(wire.TagsGetRequest)
@@ -28,14 +27,22 @@ async def get_tags(request: web.Request) -> web.Response:
     stored, listed, honoured = await request.app[TAG_STORE].read(
         body.orders, body.lists, body.force, body.force_per_minute
     )
+    # per order as well, for a BFF that reads it there (a fleet mid-deploy)
+    honoured_orders = {forced.key for forced in honoured}
     return json_response(
         wire.TagsGetResponse(
             orders=[
                 wire.OrderTags(
-                    order.service, order.orderid, tags, created_ms, owner, order in honoured
+                    order.service,
+                    order.orderid,
+                    tags,
+                    created_ms,
+                    owner,
+                    order in honoured_orders,
                 )
                 for order, (tags, created_ms, owner) in zip(body.orders, stored, strict=True)
             ],
+            forced=[forced in honoured for forced in body.force],
             lists=[
                 wire.ListEntry(one.service, one.user_id, tag, _kept_answer(kept))
                 for one, (tag, kept) in zip(body.lists, listed, strict=True)
@@ -64,12 +71,7 @@ async def bump_list(request: web.Request) -> web.Response:
 def _to_keep(body: wire.ListKeepRequest, now_ms: int) -> KeptEntry:
     """An answer as kept; BadRequest for one too large or too deep to keep."""
     answer = wire.encode(body.answer)
-    if len(answer) > wire.MAX_KEPT_ANSWER_BYTES:
-        raise BadRequest(
-            f"the answer is {len(answer)} bytes; at most {wire.MAX_KEPT_ANSWER_BYTES} are kept",
-            code="answer_too_large",
-        )
-    wire.check_depth(body.answer, "answer")
+    wire.check_kept_answer(body.answer, len(answer))
     kept = wire.KeptAnswer(body.tag, now_ms, msgspec.Raw(answer))
     return KeptEntry(body.service, body.user_id, wire.encode(kept), body.max_age_ms / 1000)
 
@@ -104,7 +106,10 @@ async def set_tags(request: web.Request) -> web.Response:
 async def create_tags(request: web.Request) -> web.Response:
     body = await read_json(request, _create)
     stored = await request.app[TAG_STORE].create_many(
-        [(wire.OrderKey(order.service, order.orderid), order.parts) for order in body.orders]
+        [
+            (wire.OrderKey(order.service, order.orderid), order.parts, order.user_id)
+            for order in body.orders
+        ]
     )
     return json_response(
         wire.TagsGetResponse(

@@ -13,7 +13,7 @@ from redis.exceptions import RedisError, ResponseError
 from shared.errors import BadRequest, RedisUnavailable
 from shared.protocol.tags import new_content_tag
 from shared.redis import RedisClient, force_key, kept_answer_key, list_key, tags_key
-from shared.wire import MAX_PARTS, ListKey, OrderKey
+from shared.wire import MAX_PARTS, ForcedOrder, ListKey, OrderKey
 
 T = TypeVar("T")
 
@@ -209,9 +209,9 @@ class TagStore:
         self,
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey],
-        force: Sequence[OrderKey] = (),
+        force: Sequence[ForcedOrder] = (),
         force_per_minute: int = 0,
-    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]]:
+    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[ForcedOrder]]:
         """The orders' tags (and when each order's first tag was written), each list's tag
         (made now when it has none) and kept answer, and which forced orders are within their
         budget, in one pipeline: one round trip per shard. A list's tag and its kept answer
@@ -221,15 +221,15 @@ class TagStore:
             return await self._run(lambda: self._read_all(orders, lists, forced, force_per_minute))
 
         async def operation() -> tuple[
-            list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]
+            list[StoredOrder], list[tuple[str, str | None]], set[ForcedOrder]
         ]:
             pipe = self.redis.pipeline(transaction=False)
             for order in orders:
                 pipe.hgetall(tags_key(order.service, order.orderid))
-            for order in forced:
+            for each in forced:
                 # a minute from the first force counted: at most force_per_minute honoured
                 # in it, by every replica together
-                key = force_key(order.service, order.orderid)
+                key = force_key(each.service, each.orderid, each.user_id)
                 pipe.incr(key)
                 pipe.expire(key, FORCE_WINDOW_S, nx=True)
             for one in lists:
@@ -259,12 +259,12 @@ class TagStore:
         self,
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey],
-        forced: Sequence[OrderKey],
+        forced: Sequence[ForcedOrder],
         force_per_minute: int,
-    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[OrderKey]]:
+    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[ForcedOrder]]:
         """`read` on a single Redis: one command."""
         keys = [tags_key(order.service, order.orderid) for order in orders]
-        keys += [force_key(order.service, order.orderid) for order in forced]
+        keys += [force_key(order.service, order.orderid, order.user_id) for order in forced]
         for one in lists:
             keys += [list_key(one.service, one.user_id), kept_answer_key(one.service, one.user_id)]
         args: list[str | int] = [len(orders), len(forced), FORCE_WINDOW_S, self.ttl_s]
@@ -334,17 +334,18 @@ class TagStore:
         return await self._run(operation)
 
     async def create_many(
-        self, orders: Sequence[tuple[OrderKey, Sequence[str]]]
+        self, orders: Sequence[tuple[OrderKey, Sequence[str], str | None]]
     ) -> list[dict[str, str]]:
         """New unique content tags for these parts of many orders, each only where absent (a
         feature's tag written meanwhile wins), in one pipeline: one round trip. Returns what
         each order stores afterwards. Each order is its own atomic script: on a cluster the
-        pipeline is split by shard, and the orders' keys are on many."""
+        pipeline is split by shard, and the orders' keys are on many. The third of each
+        triple is whose order it is, kept if it is the order's first write."""
 
         async def operation() -> list[dict[str, str]]:
             pipe = self.redis.pipeline(transaction=False)
-            for order, parts in orders:
-                args: list[str | int] = [self.ttl_s, 1, int(self.publish), "", MAX_PARTS]
+            for order, parts, owner in orders:
+                args: list[str | int] = [self.ttl_s, 1, int(self.publish), owner or "", MAX_PARTS]
                 for part in dict.fromkeys(parts):
                     args += [part, new_content_tag(created=True)]
                 pipe.eval(SET_TAGS_SCRIPT, 1, tags_key(order.service, order.orderid), *args)

@@ -4,6 +4,8 @@ for a grace. Pure, no I/O."""
 
 from __future__ import annotations
 
+import random
+
 
 def kept_answer_usable(
     current_tag: str | None,
@@ -21,6 +23,33 @@ def kept_answer_usable(
     if kept_tag != current_tag:
         return False
     return 0 <= now_ms - kept_at_ms < max_age_ms
+
+
+def answer_current(
+    read_tag: str | None, served_tag: str | None, *, omits_a_just_created_order: bool
+) -> bool:
+    """Whether a source's answer is of the data its list tag stood for when read before the
+    call (not a lagging replica's): only such an answer is kept for later polls, and only its
+    orders get tags made. A source that names the tag it serves is judged by it: another tag
+    than the one read means it lags, and its answer is used for this poll alone. One that does
+    not say (or was asked without a tag) is current unless it omits a known order still within
+    its created grace: a kept answer that hides a just-created order would outlive the grace
+    and make the order vanish."""
+    if served_tag is not None and read_tag is not None:
+        return served_tag == read_tag
+    return not omits_a_just_created_order
+
+
+# each kept answer's own age limit is drawn from this share of list_max_age up to all of it:
+# answers kept in the same second (after a Redis restart or flush) expire over a quarter of
+# the age, not again in one second
+KEPT_AGE_SPREAD_FROM = 0.75
+
+
+def kept_answer_max_age_ms(max_age_ms: int, rng: random.Random) -> int:
+    """The age limit of one kept answer: between 0.75 and 1 of `list_max_age`, at random, so
+    that re-asks after a flush or restart do not come back in synchronised waves."""
+    return max(1, int(max_age_ms * rng.uniform(KEPT_AGE_SPREAD_FROM, 1.0)))
 
 
 def within_created_grace(created_ms: int | None, *, now_ms: int, grace_ms: int) -> bool:

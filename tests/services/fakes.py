@@ -30,38 +30,38 @@ class FakeOrderTags:
         # answer every read 400, like a request order_tags refuses
         self.refuse = False
         self.calls: list[str] = []  # "get" / "set", in order
-        # how often each order was forced
-        self.forced: dict[OrderKey, int] = {}
+        # how often each order was forced, by each user
+        self.forced: dict[wire.ForcedOrder, int] = {}
 
     async def read(
         self,
         orders: Sequence[OrderKey],
         lists: Sequence[wire.ListKey] = (),
         *,
-        force: Sequence[OrderKey] = (),
+        force: Sequence[wire.ForcedOrder] = (),
         force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> wire.TagsGetResponse:
         """Order tags only: this fake keeps no lists (no service of it opts in). Force is
-        counted per order for the fake's life (the real one: per minute)."""
+        counted per order and user for the fake's life (the real one: per minute)."""
         self.calls.append("get")
         if self.down:
             raise OrderTagsUnavailable("fake order_tags is down")
         if self.refuse or len(orders) > wire.MAX_BATCH:  # as the real service: a 400
             raise OrderTagsRejected(f"fake order_tags: {len(orders)} orders in one batch")
-        for key in force:
-            self.forced[key] = self.forced.get(key, 0) + 1
+        for forced in force:
+            self.forced[forced] = self.forced.get(forced, 0) + 1
         return wire.TagsGetResponse(
             orders=[
                 wire.OrderTags(
                     key.service,
                     key.orderid,
                     dict(self.stored[key]) if key in self.stored else None,
-                    force_honoured=key in force and self.forced[key] <= force_per_minute,
                 )
                 for key in orders
             ],
             lists=[],
+            forced=[self.forced[forced] <= force_per_minute for forced in force],
         )
 
     async def keep_answers(self, *args: object, **kwargs: object) -> None:
@@ -111,17 +111,27 @@ class FakeSource:
         self.orders = [SourceOrder(o, s, c, {}) for o, s, c in orders]
         self.available = True
         self.calls = 0
-        # what each call was told of the client's known orders
+        # what each call was told of the client's known orders, and the list tag it was given
         self.told: list[list[SourceKnownOrder]] = []
+        self.at_least: list[str | None] = []
+        # the list tag it says it serves: None says nothing; "echo" says the one it was given
+        self.list_tag: str | None = None
 
     async def list_active(
-        self, headers: dict[str, str], known: Sequence[SourceKnownOrder] = ()
+        self,
+        headers: dict[str, str],
+        known: Sequence[SourceKnownOrder] = (),
+        at_least: str | None = None,
     ) -> SourceResponse | None:
         self.calls += 1
         self.told.append(list(known))
+        self.at_least.append(at_least)
         if not self.available:
             return None
-        return SourceResponse(self.orders, SourceAllowance(can_make_more_orders=True))
+        list_tag = at_least if self.list_tag == "echo" else self.list_tag
+        return SourceResponse(
+            self.orders, SourceAllowance(can_make_more_orders=True), list_tag=list_tag
+        )
 
 
 class GatedUpstream:

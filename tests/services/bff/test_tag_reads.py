@@ -11,10 +11,11 @@ import msgspec
 import pytest
 
 from services.bff.tag_reads import KEEP_CALL_BYTES, JoinedTagReads
-from shared.errors import OrderTagsUnavailable
+from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.wire import (
     MAX_BATCH,
     MAX_LISTS,
+    ForcedOrder,
     KeptAnswerOut,
     ListEntry,
     ListKey,
@@ -31,14 +32,18 @@ class EchoStore:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []  # orders and lists per call
         self.keeps: list[list[tuple[str, str]]] = []  # (user, service) per keep call
+        self.kept: list[tuple[str, str]] = []  # (user, service) of the keep calls that wrote
         self.down = False
+        # a keep call with this user's answer is refused whole, as order_tags refuses a call
+        # with one answer it will not keep
+        self.refuse_user: str | None = None
 
     async def read(
         self,
         orders: Sequence[OrderKey],
         lists: Sequence[ListKey] = (),
         *,
-        force: Sequence[OrderKey] = (),
+        force: Sequence[ForcedOrder] = (),
         force_per_minute: int = 0,
         deadline_s: float | None = None,
     ) -> TagsGetResponse:
@@ -48,11 +53,10 @@ class EchoStore:
         if self.down:
             raise OrderTagsUnavailable("down")
         return TagsGetResponse(
-            orders=[
-                OrderTags(o.service, o.orderid, {"echo": o.orderid}, force_honoured=o in force)
-                for o in orders
-            ],
+            orders=[OrderTags(o.service, o.orderid, {"echo": o.orderid}) for o in orders],
             lists=[ListEntry(one.service, one.user_id, tag=one.user_id) for one in lists],
+            # honoured where the user forcing is the order's own (its id begins with it)
+            forced=[f.orderid.startswith(f"{f.user_id}-") for f in force],
         )
 
     async def keep_answers(
@@ -63,6 +67,9 @@ class EchoStore:
         await asyncio.sleep(0)
         if self.down:
             raise OrderTagsUnavailable("down")
+        if any(answer.user_id == self.refuse_user for answer in answers):
+            raise OrderTagsRejected("400 too_deep")
+        self.kept += [(answer.user_id, answer.service) for answer in answers]
 
 
 def poll_of(user: str, orders: int) -> tuple[list[OrderKey], list[ListKey]]:
@@ -78,8 +85,17 @@ async def test_reads_of_one_turn_go_as_one_call_and_each_gets_its_own_answer():
     polls = {f"u{index}": poll_of(f"u{index}", index % 3 + 1) for index in range(6)}
     answers = await asyncio.gather(
         *(
-            joined.read(orders, lists, force=orders[:1], force_per_minute=6)
-            for orders, lists in polls.values()
+            joined.read(
+                orders,
+                lists,
+                # each forces its first order, and another user's order as well
+                force=[
+                    ForcedOrder(orders[0].service, orders[0].orderid, user),
+                    ForcedOrder("taxi", "u0-0", user),
+                ],
+                force_per_minute=6,
+            )
+            for user, (orders, lists) in polls.items()
         )
     )
     assert len(store.calls) == 1
@@ -87,7 +103,8 @@ async def test_reads_of_one_turn_go_as_one_call_and_each_gets_its_own_answer():
         assert [(o.orderid, o.tags) for o in answer.orders] == [
             (o.orderid, {"echo": o.orderid}) for o in orders
         ]
-        assert [o.force_honoured for o in answer.orders] == [True] + [False] * (len(orders) - 1)
+        # each read gets its own forces' verdicts, in the order it sent them
+        assert answer.forced == [True, user == "u0"]
         assert [(entry.service, entry.tag) for entry in answer.lists] == [
             ("taxi", user),
             ("eats", user),
@@ -246,6 +263,21 @@ async def test_a_failed_keep_call_fails_every_keep_joined_in_it():
     assert len(store.keeps) == 1
     store.down = False
     await joined.keep_answers(answers_of("later"))
+    await joined.close()
+
+
+async def test_one_answer_order_tags_refuses_does_not_cost_the_others_their_keep():
+    store = EchoStore()
+    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    store.refuse_user = "u1"
+    results = await asyncio.gather(
+        *(joined.keep_answers(answers_of(f"u{i}")) for i in range(3)), return_exceptions=True
+    )
+    # the joined call was refused, and each answer sent again alone: all but u1's kept
+    assert any(isinstance(result, OrderTagsRejected) for result in results)
+    assert sorted(store.kept) == sorted(
+        (f"u{i}", s) for i in (0, 2) for s in ("taxi", "eats", "grocery")
+    )
     await joined.close()
 
 

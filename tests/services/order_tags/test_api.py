@@ -390,6 +390,27 @@ async def test_force_is_honoured_at_most_its_budget_per_order_in_a_minute(
     assert await get_forced(tags_client, [one], 3) == [True]
 
 
+async def test_a_force_is_counted_against_the_budget_of_the_user_who_sent_it(
+    tags_client: TestClient, unique: str
+):
+    order = {"service": "taxi", "orderid": f"{unique}-owned"}
+    owner, other = {**order, "user_id": unique}, {**order, "user_id": f"{unique}-other"}
+
+    async def forced(entry: dict[str, str]) -> bool:
+        resp = await post(
+            tags_client,
+            "/v1/tags/get",
+            {"orders": [order], "force": [entry], "force_per_minute": 2},
+        )
+        assert resp.status == 200
+        [honoured] = (await resp.json())["forced"]
+        return bool(honoured)
+
+    # another user spends their own budget of the order, not its owner's
+    assert [await forced(other) for _ in range(4)] == [True, True, False, False]
+    assert [await forced(owner) for _ in range(3)] == [True, True, False]
+
+
 SUPERAPP = ("taxi", "eats", "grocery")
 
 

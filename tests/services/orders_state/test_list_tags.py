@@ -18,10 +18,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from services.bff.resources import ENGINE
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
-from shared.redis import list_key
+from shared.redis import list_key, tags_key
 from shared.web import METRICS
 from tests.conftest import TEST_TOKEN
-from tests.emulator_api import advance, create_order_id
+from tests.emulator_api import advance, create_order_id, set_fault
 from tests.helpers import (
     MakeApp,
     all_tags,
@@ -241,3 +241,77 @@ async def test_on_a_cluster_list_channels_wake_polls_held_on_two_replicas(
     for _, task in polls:
         _, answer, _ = await task
         assert len(answer["orders"]) == 1
+
+
+async def test_a_lagging_source_never_hides_a_just_created_order_past_its_grace(
+    make_orders_state: MakeApp, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    """docs/protocol.md, List tags: a lagging source's answer is never kept. A replica that
+    does not list the new order yet is used for that poll alone (the order stays, stale, for
+    the grace); once the replica has caught up, the next poll asks it again and the order is
+    actual. Its answer used to be kept under the list tag the creation had bumped, and stand
+    for the source for list_max_age, longer than the grace: the order vanished."""
+    client = await make_orders_state()
+    # a replica a minute behind: it has none of this user's orders
+    await set_fault(emulator, "source:taxi", "lagging", delay_ms=60_000)
+    orderid = await create_order_id(emulator, unique, "taxi", status="driving")
+    known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": {}}
+    body = {"known_orders": [known], "supported_services": ["taxi"]}
+    _, answer, _ = await poll(client, unique, body)
+    await settled(client)
+    [order] = answer["orders"]
+    assert order["update_status"] == "stale"
+    # the replica caught up
+    await set_fault(emulator, "source:taxi", "ok")
+    _, answer, _ = await poll(client, unique, body)
+    [order] = answer["orders"]
+    assert (order["orderid"], order["update_status"]) == (orderid, "actual")
+
+
+async def test_a_lagging_source_does_not_keep_a_cancelled_order_listed(
+    make_orders_state: MakeApp, emulator: TestClient, redis_sync: redis.Redis, unique: str
+):
+    """After a cancel a replica one version behind still lists the order: that poll shows it,
+    but the answer is not kept, so the poll after the replica has caught up drops it (it
+    used to stay actual for list_max_age); and the cancelled order's tags are not made again
+    for a lagging answer (no owner, a day's TTL)."""
+    client = await make_orders_state()
+    orderid = await create_order_id(emulator, unique, "taxi", status="driving")
+    body: dict[str, Any] = {"supported_services": ["taxi"]}
+    _, answer, _ = await poll(client, unique, body)
+    await settled(client)
+    body["known_orders"] = caught_up(answer)
+    await set_fault(emulator, "source:taxi", "lagging")  # one list version behind
+    resp = await emulator.post(
+        f"/emulator/v1/features/taxi/{orderid}/cancel", json={}, headers={"X-Yandex-UID": unique}
+    )
+    assert resp.status == 200, await resp.text()
+    assert not redis_sync.exists(tags_key("taxi", orderid))
+    _, answer, _ = await poll(client, unique, body)
+    await settled(client)
+    assert [o["orderid"] for o in answer["orders"]] == [orderid]
+    assert not redis_sync.exists(tags_key("taxi", orderid)), "tags made for a lagging answer"
+    await set_fault(emulator, "source:taxi", "ok")
+    _, answer, _ = await poll(client, unique, body)
+    assert answer["orders"] == []
+
+
+async def test_polls_of_one_user_in_flight_together_ask_each_source_once(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    """docs/protocol.md, List tags: re-asks are coalesced per (user, service). Twenty polls of
+    one user find no kept answer at once (a slow source keeps them in flight together): each
+    source is asked once, and every poll gets its answer."""
+    orderid = await create_order_id(emulator, unique, "taxi", status="driving")
+    for service in SUPPORTED:
+        await set_fault(emulator, f"source:{service}", "slow", delay_ms=600)
+    body = {"supported_services": SUPPORTED}
+    answers = await asyncio.gather(*(poll(orders_state, unique, body) for _ in range(20)))
+    for status, answer, _ in answers:
+        assert status == 200
+        assert [o["orderid"] for o in answer["orders"]] == [orderid], answer
+    assert await source_calls(emulator, unique) == len(SUPPORTED)
+    # another user's polls are not joined with these
+    other = f"{unique}-other"
+    await asyncio.gather(*(poll(orders_state, other, body) for _ in range(3)))
+    assert await source_calls(emulator, other) == len(SUPPORTED)

@@ -61,6 +61,24 @@ async def test_force_beyond_the_orders_budget_is_treated_as_absent(
     assert 'mlutp_force_total{outcome="honoured"} 3.0' in metrics
 
 
+async def test_another_user_naming_an_order_with_force_spends_nothing_of_its_owners_budget(
+    make_orders_state: MakeApp,
+    emulator: TestClient,
+    unique: str,
+    redis_sync: redis.Redis,
+):
+    orders_state = await make_orders_state(protocol=dict(force_per_order_per_minute=FORCE_BUDGET))
+    orderid = await create_order_id(emulator, unique)
+    fresh = all_tags(redis_sync, orderid)  # younger than the min TTL
+    await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
+    for _ in range(FORCE_BUDGET + 2):
+        # the order is not this user's: it is left out, and its owner's budget untouched
+        body = await poll_one(orders_state, f"{unique}-other", orderid, fresh, force=True)
+        assert body["orders"] == []
+    body = await poll_one(orders_state, unique, orderid, fresh, force=True)
+    assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
+
+
 async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_after_at_once(
     make_orders_state: MakeApp,
     emulator: TestClient,

@@ -11,7 +11,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from shared.protocol.tags import decode_tag
-from shared.redis import tags_key
+from shared.redis import list_key, tags_key
 from tests.emulator_api import calls, change, create_order_id, set_fault, stats, totw
 from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, poll
 from tests.raw_http import raw_post
@@ -225,7 +225,9 @@ async def test_the_order_source_is_told_the_known_orders_content_tags(
         c["body"] for c in served["recent"]["source:taxi"] if c["headers"]["X-Yandex-UID"] == unique
     ]
     content = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
-    assert told[-1] == {"orders": [{"orderid": orderid, "tags": {"fast_info": content}}]}
+    assert told[-1]["orders"] == [{"orderid": orderid, "tags": {"fast_info": content}}]
+    # and the user's list tag read before the call: the source serves data at least that new
+    assert told[-1]["at_least"] == redis_sync.get(list_key("taxi", unique))
     assert part["tag"] not in json.dumps(told)
 
 

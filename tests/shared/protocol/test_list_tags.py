@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from shared.protocol.list_tags import kept_answer_usable, within_created_grace
+import random
+from collections import Counter
+
+from shared.protocol.list_tags import (
+    answer_current,
+    kept_answer_max_age_ms,
+    kept_answer_usable,
+    within_created_grace,
+)
 
 NOW = 1_800_000_000_000
 MAX_AGE = 30_000
@@ -42,3 +50,31 @@ def test_a_known_order_whose_tags_are_younger_than_the_grace_stays():
 def test_past_the_grace_or_with_no_tags_it_has_finished():
     assert not within_created_grace(NOW - 10_000, now_ms=NOW, grace_ms=10_000)
     assert not within_created_grace(None, now_ms=NOW, grace_ms=10_000)
+
+
+def test_an_answer_under_the_list_tag_read_before_the_call_is_current():
+    assert answer_current("t1", "t1", omits_a_just_created_order=False)
+
+
+def test_an_answer_of_another_list_tag_lags_and_is_used_for_this_poll_alone():
+    # however complete it looks, and also when it omits nothing: the tag it names counts
+    assert not answer_current("t2", "t1", omits_a_just_created_order=False)
+    assert not answer_current("t2", "t1", omits_a_just_created_order=True)
+
+
+def test_a_source_that_does_not_name_its_tag_lags_when_it_omits_a_just_created_order():
+    assert answer_current("t1", None, omits_a_just_created_order=False)
+    assert not answer_current("t1", None, omits_a_just_created_order=True)
+    # asked without a list tag (its service does not opt in): judged by the grace alone
+    assert answer_current(None, "t9", omits_a_just_created_order=False)
+    assert not answer_current(None, None, omits_a_just_created_order=True)
+
+
+def test_each_kept_answer_lives_between_three_quarters_and_all_of_list_max_age():
+    rng = random.Random(5)
+    ages = [kept_answer_max_age_ms(120_000, rng) for _ in range(2000)]
+    assert min(ages) >= 90_000 and max(ages) <= 120_000
+    # answers kept in the same second expire spread over the quarter, not together
+    per_second = Counter(age // 1000 for age in ages)
+    assert len(per_second) >= 29
+    assert max(per_second.values()) < 3 * len(ages) / 30
