@@ -15,7 +15,8 @@ from shared.errors import BadRequest, Unauthorized
 
 T = TypeVar("T")
 
-ServiceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+SERVICE_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+ServiceName = Annotated[str, msgspec.Meta(pattern=SERVICE_NAME_PATTERN)]
 OrderId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 PartName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 # short and URL-safe, so a client tag (policy version + content + time) stays within 128 chars

@@ -3,16 +3,17 @@ server does not serve is not bad input: it is unavailable for the request (the e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from services.bff.wire import KNOWN_ORDER_FIELDS, KnownOrder
+from services.bff.wire import KNOWN_ORDER_FIELDS, MAX_SUPPORTED_SERVICES, KnownOrder
 from shared import wire
 from shared.errors import BadRequest
-from shared.wire import OrderKey
+from shared.wire import SERVICE_NAME_PATTERN, OrderKey
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,33 @@ def parse_known_orders(items: Sequence[dict[str, Any]], limits: Limits) -> list[
     return parsed
 
 
+SERVICE_NAME = re.compile(SERVICE_NAME_PATTERN)
+
+
+@dataclass(frozen=True)
+class ParsedPoll:
+    known: list[ParsedKnownOrder]
+    services: list[str]
+    # names of supported_services not considered, by why: "malformed" (not a service name),
+    # "past_limit" (after the first MAX_SUPPORTED_SERVICES)
+    ignored: dict[str, int] = field(default_factory=dict)
+
+
+def considered_services(names: Sequence[str] | None) -> tuple[list[str], dict[str, int]]:
+    """The well-formed names among the first MAX_SUPPORTED_SERVICES of supported_services,
+    and how many were ignored and why: the list says what the app can show, so one odd name
+    (a placeholder, a name of a newer app) never costs the user their orders."""
+    if not names:
+        return [], {}
+    considered = names[:MAX_SUPPORTED_SERVICES]
+    kept = [name for name in considered if SERVICE_NAME.fullmatch(name)]
+    ignored = {
+        "malformed": len(considered) - len(kept),
+        "past_limit": len(names) - len(considered),
+    }
+    return kept, {why: count for why, count in ignored.items() if count}
+
+
 def queried_services(
     supported: Sequence[str] | None, known: Sequence[ParsedKnownOrder]
 ) -> list[str]:
@@ -81,12 +109,14 @@ def parse_poll(
     supported: Sequence[str] | None,
     *,
     only_supported: bool = False,
-) -> tuple[list[ParsedKnownOrder], list[str]]:
+) -> ParsedPoll:
     """The known orders, validated, and the services the poll queries: those of
-    `supported` and of the known orders; with `only_supported` (launch) just `supported`,
-    and known orders of other services are ignored."""
+    `supported` (the well-formed among its first names) and of the known orders; with
+    `only_supported` (launch) just `supported`, and known orders of other services are
+    ignored."""
     known = parse_known_orders(known_orders, limits)
+    names, ignored = considered_services(supported)
     if only_supported:
-        services = queried_services(supported, [])
-        return [k for k in known if k.order.service in services], services
-    return known, queried_services(supported, known)
+        services = queried_services(names, [])
+        return ParsedPoll([k for k in known if k.order.service in services], services, ignored)
+    return ParsedPoll(known, queried_services(names, known), ignored)

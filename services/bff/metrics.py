@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -16,6 +16,13 @@ class BffMetrics:
             "Order source answers by outcome: ok and unavailable (asked), kept (a kept answer "
             "stood for the source), coalesced (shared a call of the same user in flight)",
             ["service", "outcome"],
+            registry=registry,
+        )
+        self.ignored_service_names = Counter(
+            "mlutp_ignored_service_names",
+            "Names in supported_services not considered, by why: malformed (not a service "
+            "name) or past_limit (after the first 64)",
+            ["reason"],
             registry=registry,
         )
         self.tag_cache = Counter(
@@ -147,6 +154,11 @@ class BffMetrics:
             ["service", "part", "outcome"],
             registry=registry,
         )
+
+    def ignored_names(self, ignored: Mapping[str, int]) -> None:
+        """Count the names of supported_services a poll did not consider, by why."""
+        for reason, count in ignored.items():
+            self.ignored_service_names.labels(reason).inc(count)
 
     def upstream_event(self, upstream: str) -> Callable[[str], None]:
         """The counter of one upstream's protection events, as its `on_event`."""

@@ -14,10 +14,12 @@ ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Status = Annotated[str, msgspec.Meta(max_length=64)]
 
 INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
-# a superapp has a handful of services: a longer list is bad input, not work (each name
-# queried costs a source call and an allowed_changes entry)
-MAX_SUPPORTED_SERVICES = 32
-SupportedServices = Annotated[list[ServiceName], msgspec.Meta(max_length=MAX_SUPPORTED_SERVICES)]
+# a superapp has a handful of services; `supported_services` says what the app can show, so a
+# name the server cannot parse is ignored, never a 400 (the design's own launch example lists
+# "etc..."), and only the first MAX_SUPPORTED_SERVICES names are considered (each name
+# queried costs a source call or an allowed_changes entry)
+MAX_SUPPORTED_SERVICES = 64
+SupportedServices = list[str]
 PolicyVersion = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{4,16}$")]
 # service → the policy version the client holds (or, launching again, was told to hold)
 HeldVersions = Annotated[

@@ -24,9 +24,11 @@ async def launch(request: web.Request) -> web.Response:
     for part_type, fields in body.part_parameters.items():
         wire.check_depth(fields, f"part_parameters.{part_type}")
     # launch queries only the services the client supports, and gives their policy
-    known, services = parse_poll(
+    poll = parse_poll(
         request.app[LIMITS], body.known_orders, body.supported_services, only_supported=True
     )
+    request.app[ENGINE].metrics.ignored_names(poll.ignored)
+    known, services = poll.known, poll.services
     headers = upstream_headers(request, user_id)
     with request.app[ADMISSION].look():
         # the policy handed out: the version the client was told, where served as current or

@@ -9,7 +9,7 @@ from aiohttp.typedefs import Handler
 from services.bff.known_orders import parse_poll
 from services.bff.part_request import parse_part_request
 from services.bff.requests import require_user, upstream_headers
-from services.bff.resources import ADMISSION, LIMITS, PARTS, TOTW
+from services.bff.resources import ADMISSION, ENGINE, LIMITS, PARTS, TOTW
 from services.bff.wire import INTERVAL_HEADER, PartResponse, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS
 from services.orders_state.waiting.polls import WAIT_HEADER
@@ -31,9 +31,14 @@ async def orders_state(request: web.Request) -> web.Response:
     # a shed poll is refused before its body is read: the cheapest 503 there is
     request.app[ADMISSION].check()
     body = await read_json(request, _state_request)
-    known, services = parse_poll(request.app[LIMITS], body.known_orders, body.supported_services)
+    poll = parse_poll(request.app[LIMITS], body.known_orders, body.supported_services)
+    request.app[ENGINE].metrics.ignored_names(poll.ignored)
     answer = await request.app[WAITING].answer(
-        known, services, upstream_headers(request, user_id), body.wait_ms, body.policy_versions
+        poll.known,
+        poll.services,
+        upstream_headers(request, user_id),
+        body.wait_ms,
+        body.policy_versions,
     )
     payload = wire.encode(
         StateResponse(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -156,11 +157,33 @@ async def test_supported_services_are_queried_once_each_and_bounded(
     status, body, _ = await poll(orders_state, unique, {"supported_services": listed})
     assert status == 200
     assert [entry["service"] for entry in body["allowed_changes"]] == ["taxi", *names]
-    # one more name than the limit is bad input, on both endpoints that take the list
-    too_many = {"supported_services": [*listed, "one_more"]}
+    # names past the first ones considered are ignored, on both endpoints that take the list
+    past = {"supported_services": [*listed, "one_more"]}
     for client, path in [(orders_state, "/mlutp/v1/orders/state"), (launch, "/4.0/launch")]:
-        status, body, _ = await poll(client, unique, too_many, path)
-        assert status == 400 and body["code"] == "invalid_request", path
+        status, body, _ = await poll(client, unique, past, path)
+        assert status == 200, path
+        state = body["mlutp_orders_state"] if path == "/4.0/launch" else body
+        assert [entry["service"] for entry in state["allowed_changes"]] == ["taxi", *names]
+
+
+@pytest.mark.parametrize("path", ["/mlutp/v1/orders/state", "/4.0/launch"])
+async def test_a_malformed_name_in_supported_services_is_ignored_not_a_400(
+    orders_state: TestClient, launch: TestClient, emulator: TestClient, unique: str, path: str
+):
+    """docs/protocol.md: supported_services says what the app can show; the design's own
+    launch example lists the placeholder "etc...", and one odd name must never cost the user
+    their orders."""
+    client = launch if path == "/4.0/launch" else orders_state
+    orderid = await create_order_id(emulator, unique, status="driving")
+    body = {"supported_services": ["taxi", "etc...", "Eats", "", "x" * 40, "eats"]}
+    status, answer, _ = await poll(client, unique, body, path)
+    assert status == 200, answer
+    state = answer["mlutp_orders_state"] if path == "/4.0/launch" else answer
+    assert [o["orderid"] for o in state["orders"]] == [orderid]
+    # no entry anywhere for an ignored name
+    assert [entry["service"] for entry in state["allowed_changes"]] == ["taxi", "eats"]
+    metrics = await (await client.get("/metrics")).text()
+    assert 'mlutp_ignored_service_names_total{reason="malformed"} 4.0' in metrics
 
 
 async def test_an_order_carries_what_the_user_may_change_now_from_its_source(
