@@ -29,6 +29,9 @@ class ActualOrder(msgspec.Struct, tag_field="update_status", tag="actual", omit_
     need_request: list[str]
     # what the user may change now, from the source
     change_capabilities: dict[str, ChangeCapability]
+    # the source's, as it orders the list: a client echoes it, so that the order, stale while
+    # its service is down, stays where it is
+    created_at: str = ""
     # launch with extended order info: the required parts fetched inline, with their tags
     parts: dict[str, dict[str, Any]] | None = None
     # the source's brief fields: on the wire, fields of the order object
@@ -54,6 +57,8 @@ class StaleOrder(msgspec.Struct, tag_field="update_status", tag="stale", omit_de
     # always empty: nothing is fetched of an order the server cannot see (encoded all the same)
     need_request: list[str]
     change_capabilities: dict[str, ChangeCapability]
+    # the client's echoed created_at, if it is a well-formed one: the order is placed by it
+    created_at: str | None = None
     # the client's own extra fields, echoed back: on the wire, fields of the order object
     echo: dict[str, Any] = {}
 

@@ -36,7 +36,12 @@ from shared.protocol.allowed_changes import (
 from shared.protocol.interval import IntervalRules, polling_interval_ms
 from shared.protocol.list_tags import answer_current, within_created_grace
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
-from shared.protocol.ordering import canonical_key, merge_orders
+from shared.protocol.ordering import (
+    CanonicalKey,
+    canonical_key,
+    created_instant,
+    merge_orders,
+)
 from shared.protocol.policy_versions import held_versions, versions_to_hold
 from shared.protocol.tags import known_content_tags, refetch_phase
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
@@ -83,6 +88,7 @@ class EngineConfig:
 def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:
     """Only what the client itself sent: a stale answer never reveals anything new. Nothing
     may be changed on data the server cannot see."""
+    echoed = known.extras.get("created_at")
     return StaleOrder(
         orderid=known.order.orderid,
         service=known.order.service,
@@ -90,8 +96,17 @@ def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleO
         tags=dict(known.order.tags),
         need_request=[],
         change_capabilities=unavailable_capabilities(capabilities),
+        created_at=echoed if isinstance(echoed, str) and created_instant(echoed) else None,
         echo=without_answer_fields(known.extras),
     )
+
+
+def _placed_by(order: AnsweredOrder) -> CanonicalKey | None:
+    """An answered order's canonical key: an actual one's from its source, a stale one's from
+    the created_at its client echoed (None without one)."""
+    if order.created_at is None:
+        return None
+    return canonical_key(order.created_at, order.service, order.orderid)
 
 
 class OrdersStateEngine:
@@ -266,6 +281,7 @@ class OrdersStateEngine:
             tags=decision.valid_tags,
             need_request=decision.need_request,
             change_capabilities=source_order.change_capabilities,
+            created_at=source_order.created_at,
             brief=without_answer_fields(source_order.brief),
         )
         return order, decision.due_at_ms
@@ -411,7 +427,7 @@ class OrdersStateEngine:
             served = order.service in self.sources
             self.metrics.stale_orders.labels(order.service if served else "unknown").inc()
         orders: list[AnsweredOrder] = merge_orders(
-            actual, stale, [k.key for k in known], key=lambda o: o.key
+            actual, stale, [k.key for k in known], key=lambda o: o.key, placed_by=_placed_by
         )
 
         allowances: dict[str, SourceAllowance] = {

@@ -142,3 +142,41 @@ async def test_another_users_order_ids_reveal_nothing(
             for kind in POLICY.services["eats"].change_capabilities
         },
     }
+
+
+async def test_a_launch_listing_only_the_stale_order_places_it_by_its_created_at(
+    orders_state: TestClient, launch: TestClient, emulator: TestClient, unique: str
+):
+    """docs/protocol.md, Orders and their order: the design's "restore the order as if the
+    service works, so that after it comes back nothing moves", also when the client listed
+    only the stale order (an app restarted with one known order, its service down), where the
+    neighbour rule has nothing to go by."""
+    taxi = await create_order_id(emulator, unique, "taxi")
+    eats = await create_order_id(emulator, unique, "eats")
+    shown = await shown_orders(orders_state, unique)
+    assert [o["orderid"] for o in shown] == [taxi, eats]
+    # every actual order carries its created_at; the client echoes it as a brief field
+    [eats_order] = [o for o in shown if o["orderid"] == eats]
+    assert eats_order["created_at"]
+    known = [
+        {
+            "orderid": eats,
+            "service": "eats",
+            "status": eats_order["status"],
+            "tags": {},
+            "created_at": eats_order["created_at"],
+        }
+    ]
+    body = {"supported_services": ["taxi", "eats"], "known_orders": known}
+    await set_fault(emulator, "source:eats", "down")
+    _, during, _ = await poll(launch, unique, body, "/4.0/launch")
+    orders = during["mlutp_orders_state"]["orders"]
+    assert [(o["orderid"], o["update_status"]) for o in orders] == [
+        (taxi, "actual"),
+        (eats, "stale"),
+    ]
+    # the stale answer keeps the created_at, so the client keeps echoing it
+    assert orders[1]["created_at"] == eats_order["created_at"]
+    await set_fault(emulator, "source:eats", "ok")
+    _, after, _ = await poll(launch, unique, body, "/4.0/launch")
+    assert [o["orderid"] for o in after["mlutp_orders_state"]["orders"]] == [taxi, eats]
