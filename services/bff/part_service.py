@@ -279,7 +279,11 @@ class PartService:
         orderid = body.get("orderid")
         if orderid is None:
             listed = await self.sources[endpoint.service].list_active(headers)
-            active = [order.orderid for order in listed.orders] if listed is not None else None
+            active = (
+                [(order.created_at, order.orderid) for order in listed.orders]
+                if listed is not None
+                else None
+            )
             orderid = route_orderid(None, active)
         body = {name: value for name, value in body.items() if value is not None}
         body["orderid"] = orderid

@@ -1,16 +1,19 @@
 """Which order a route request is for (docs/protocol.md: Part endpoints). Old clients send
-taxiroute's own request, with no `orderid`: then it is the user's one active order."""
+taxiroute's own request, with no `orderid`: then it is the user's newest active order, the one
+an old single-order app shows."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.errors import BadRequest, NotFound, ServiceUnavailable
+from shared.errors import NotFound, ServiceUnavailable
+from shared.protocol.ordering import canonical_key
 
 
-def route_orderid(requested: str | None, active: Sequence[str] | None) -> str:
-    """The order of the route: the one requested, else the user's one active order.
-    `active` is None when the order source did not answer."""
+def route_orderid(requested: str | None, active: Sequence[tuple[str, str]] | None) -> str:
+    """The order of the route: the one requested, else the user's newest active order.
+    `active` is (created_at, orderid) of each order the source lists, None when the order
+    source did not answer."""
     if requested is not None:
         return requested
     if active is None:
@@ -19,9 +22,6 @@ def route_orderid(requested: str | None, active: Sequence[str] | None) -> str:
         )
     if not active:
         raise NotFound("the user has no active order to route", code="no_active_order")
-    if len(active) > 1:
-        raise BadRequest(
-            f"the user has {len(active)} active orders: orderid is needed",
-            code="orderid_required",
-        )
-    return active[0]
+    # the service is the same for all: created_at, then orderid, decide
+    _, newest = max(active, key=lambda order: canonical_key(order[0], "", order[1]))
+    return newest

@@ -258,7 +258,7 @@ async def test_the_route_part_proxies_taxiroute(
     assert other == {"orderid": orderid, "error": {"update_status": "expired"}}
 
 
-async def test_the_old_taxiroute_request_without_orderid_routes_the_one_active_order(
+async def test_the_old_taxiroute_request_without_orderid_routes_the_newest_active_order(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     route_request = {"coordinates": [37.5, 55.7], "timestamp": "t", "use_history": True}
@@ -269,11 +269,13 @@ async def test_the_old_taxiroute_request_without_orderid_routes_the_one_active_o
     assert body["orderid"] == orderid and "route" in body
     served = await stats(emulator)
     assert served["recent"]["taxiroute"][-1]["body"] == {"orderid": orderid, **route_request}
-    await create_order_id(emulator, unique, status="searching")  # a second order
-    resp = await orders_state.post(ROUTE, json=route_request, headers={"X-Yandex-UID": unique})
-    assert resp.status == 400
-    error = await resp.json()
-    assert error["code"] == "orderid_required" and "orderid" in error["message"]
+    # a second order: the old body, sent unchanged, routes the newest one (the order an old
+    # single-order app shows)
+    newest = await create_order_id(emulator, unique, status="driving")
+    body = await fetch(orders_state, unique, ROUTE, route_request)
+    assert body["orderid"] == newest and "route" in body
+    served = await stats(emulator)
+    assert served["recent"]["taxiroute"][-1]["body"] == {"orderid": newest, **route_request}
 
 
 async def test_deprecated_version_urls_are_served_and_counted(
