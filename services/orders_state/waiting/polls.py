@@ -28,8 +28,8 @@ from services.bff.admission import Admission
 from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.known_orders import ParsedKnownOrder
 from services.orders_state.waiting.metrics import WaitingMetrics
+from services.orders_state.waiting.ports import Wakeups
 from services.orders_state.waiting.shard import Waiter
-from services.orders_state.waiting.wakeups import TagWakeups
 from shared.errors import Overloaded
 from shared.protocol.waiting import (
     has_news,
@@ -91,7 +91,7 @@ class WaitingPolls:
         self,
         engine: OrdersStateEngine,
         admission: Admission,
-        wakeups: TagWakeups | None,
+        wakeups: Wakeups | None,
         config: WaitingConfig,
         metrics: WaitingMetrics,
         rng: random.Random | None = None,
