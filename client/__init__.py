@@ -28,7 +28,8 @@ Rules the client keeps:
   its view changes again as each part lands; only its `required` parts hold it
   (`views.on_change` tells a UI to render).
 - Part requests (and launch's `part_parameters`) carry their `part_type`'s parameters:
-  for `totw`, `format_currency`, `extend_freecars`, `supported` and the app's position.
+  for `totw`, `format_currency`, `extend_freecars`, `supported` and the app's position
+  (`position`: `{"point": [lon, lat], "dx": <accuracy in metres>}`, from `client.position`).
 - With `state_file`, the orders, their tags and the policy versions survive a restart: the
   app shows them at once, and launch revalidates the tags, so nothing unchanged is fetched.
 - After a user change, the order is locked and polled with `force: true` until a part shows

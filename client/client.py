@@ -21,6 +21,7 @@ from client.model import (
     OrderView,
     Part,
     PartKey,
+    Position,
     Rule,
     VersionSeen,
 )
@@ -73,8 +74,9 @@ class MlutpClient:
         self._parts_failed = False
         # what a UI renders; `views.on_change` tells it when to render again
         self.views = Views()
-        # the device's position (lon, lat) as the app knows it: sent with route requests
-        self.position: tuple[float, float] | None = None
+        # the device's position as the app knows it (None: not known): sent with totw part
+        # requests and launch's part_parameters, and its point with route requests
+        self.position: Position | None = None
         # set by order_created: the next poll goes out now, a poll in flight is given up
         self._poll_now = asyncio.Event()
         if self.options.state_file is not None:

@@ -4,6 +4,7 @@ modules that use it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,28 @@ class Rule:
     @property
     def tag_defined(self) -> bool:
         return self.polling_type == "tag_defined"
+
+
+@dataclass(frozen=True)
+class Position:
+    """The device's position as the app knows it: `point` (lon, lat) and `dx`, its accuracy in
+    metres (what a platform's location fix reports beside it). A totw request carries both, in
+    the design note's shape; taxiroute's own request takes the point alone."""
+
+    point: tuple[float, float]
+    dx: float
+
+    def __post_init__(self) -> None:
+        # totw refuses a negative or non-finite accuracy: caught where the app sets it, not
+        # as a stale part on every request after
+        if not (math.isfinite(self.dx) and self.dx >= 0):
+            raise ValueError(f"a position's accuracy is metres, finite and ≥ 0, not {self.dx}")
+        if len(self.point) != 2 or not all(math.isfinite(c) for c in self.point):
+            raise ValueError(f"a position's point is (lon, lat), not {self.point}")
+
+    def wire(self) -> dict[str, Any]:
+        """As part requests carry it (docs/protocol.md: Part endpoints)."""
+        return {"point": list(self.point), "dx": self.dx}
 
 
 @dataclass
@@ -155,7 +178,8 @@ class ClientOptions:
     # launch with the required parts inline: every order renders from the launch answer
     extended_order_info: bool = True
     # part_type → what its part requests carry beside `orders` (docs/protocol.md: Extended
-    # order info); a totw request also carries the app's position when it knows it
+    # order info); a totw request also carries the app's position (client.position) when it
+    # knows it
     part_parameters: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: {
             "totw": {"format_currency": True, "extend_freecars": False, "supported": []}

@@ -10,7 +10,15 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from client.model import POSITIONED_PART_TYPES, ClientOptions, Order, OrderKey, Part, Rule
+from client.model import (
+    POSITIONED_PART_TYPES,
+    ClientOptions,
+    Order,
+    OrderKey,
+    Part,
+    Position,
+    Rule,
+)
 
 
 class PartOutcome(Enum):
@@ -51,13 +59,13 @@ def part_requests(
 
 
 def part_parameters(
-    part_type: str, options: ClientOptions, position: tuple[float, float] | None
+    part_type: str, options: ClientOptions, position: Position | None
 ) -> dict[str, Any]:
     """What a part request of this part type carries beside `orders`, and what launch passes
     on for it (`part_parameters`)."""
     parameters = dict(options.part_parameters.get(part_type, {}))
     if part_type in POSITIONED_PART_TYPES and position is not None:
-        parameters["position"] = list(position)
+        parameters["position"] = position.wire()
     return parameters
 
 

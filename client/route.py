@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from client.model import ROUTE_STATUSES, ClientOptions, Order, Part, Rule
+from client.model import ROUTE_STATUSES, ClientOptions, Order, Part, Position, Rule
 
 # how often the route loop of a waiting client looks whether a route is due
 ROUTE_TICK_S = 1.0
@@ -43,13 +43,14 @@ def routes_due(
             yield order, rule
 
 
-def route_request(order: Order, position: tuple[float, float] | None) -> dict[str, Any]:
-    """The request old apps send to taxiroute, plus the order it is for."""
+def route_request(order: Order, position: Position | None) -> dict[str, Any]:
+    """The request old apps send to taxiroute, plus the order it is for: taxiroute's own
+    `coordinates`, the point alone (it has no field for the accuracy)."""
     body: dict[str, Any] = {
         "orderid": order.orderid,
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "use_history": True,
     }
     if position is not None:
-        body["coordinates"] = list(position)
+        body["coordinates"] = list(position.point)
     return body

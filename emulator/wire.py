@@ -20,15 +20,26 @@ SafeCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 _VERSION_TAG = re.compile(r"^v[0-9]{1,15}$")
 
 
+class Position(msgspec.Struct):
+    """The app's position as the design note has it: `point` [lon, lat] and `dx`, its
+    accuracy in metres. Fields beside them are ignored, as a newer app's would be."""
+
+    point: tuple[float, float]
+    dx: Annotated[float, msgspec.Meta(ge=0)]
+
+
 class OrderRequest(msgspec.Struct):
     """totw, eats/grocery details: other fields of the body are accepted and ignored. `tags`:
     the content tags the client holds for the parts this call serves; `at_least`: those
     order_tags held before the call (both recorded in stats). A taxi content tag `v<N>` asks
-    for data of order_proc version N or newer."""
+    for data of order_proc version N or newer. `position`, when sent, must be the design's
+    object: a real totw would misread another shape (a bare [lon, lat], or null), so a client
+    sending one is told so here with a 400 rather than served as if it were right."""
 
     orderid: OrderId
     tags: dict[PartName, ContentTag] = {}
     at_least: dict[PartName, ContentTag] = {}
+    position: Position | msgspec.UnsetType = msgspec.UNSET
 
     def asked_version(self) -> int:
         """The newest order_proc version the call names (0: none)."""

@@ -8,7 +8,8 @@
 // - a stale order keeps what the client had, with a loader;
 // - every order is shown at once, and its card changes as each part lands: only required
 //   parts hold it;
-// - part requests (and launch's part_parameters) carry their part type's parameters;
+// - part requests (and launch's part_parameters) carry their part type's parameters, a
+//   totw one the app's position as {point: [lon, lat], dx: metres};
 // - known orders echo their brief fields, so a stale order keeps them;
 // - a part error marks every field of its rule stale;
 // - with `storage` (the page's localStorage), orders, tags and policy versions survive a
@@ -79,6 +80,12 @@ export function newOrder(orderid, service, status) {
   };
 }
 
+// the app's position from a Geolocation API fix's coords: what totw part requests carry
+// (docs/protocol.md: Part endpoints), the accuracy with the point
+export function positionOf({ longitude, latitude, accuracy }) {
+  return { point: [longitude, latitude], dx: accuracy };
+}
+
 export function newPart() {
   return {
     tag: null, fields: {}, arrived: false, stale: false, failures: 0, retryAt: 0, fetchedAt: 0,
@@ -98,7 +105,9 @@ export class MlutpClient {
     this.headers = headers;
     this.storage = storage;
     this.validated = new Map(); // url → [ETag, answer]: polls revalidated by If-None-Match
-    this.position = null; // [lon, lat] as the app knows it
+    // the device's position as the app knows it, {point: [lon, lat], dx: accuracy in metres}
+    // (null: not known); positionOf makes it from a browser's location fix
+    this.position = null;
     this.rules = {}; // service → rules by priority
     this.policyVersions = {};
     this.orders = []; // as shown, in order

@@ -65,7 +65,10 @@ export const parts = {
 
   partParameters(partType) {
     const parameters = { ...(this.options.partParameters[partType] || {}) };
-    if (POSITIONED_PART_TYPES.has(partType) && this.position) parameters.position = [...this.position];
+    if (POSITIONED_PART_TYPES.has(partType) && this.position) {
+      // the design note's object: totw would misread a bare [lon, lat]
+      parameters.position = { point: [...this.position.point], dx: this.position.dx };
+    }
     return parameters;
   },
 

@@ -28,7 +28,8 @@ export const routes = {
         const body = {
           orderid: order.orderid, timestamp: new Date(now).toISOString(), use_history: true,
         };
-        if (this.position) body.coordinates = [...this.position];
+        // taxiroute's own field: the point alone (it has none for the accuracy)
+        if (this.position) body.coordinates = [...this.position.point];
         part.fetchedAt = now;
         this.applyPart(order, rule, await this.post(rule.url, body));
         this.publish([order], new Set());

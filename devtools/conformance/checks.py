@@ -7,14 +7,17 @@ in order): each returns what broke a rule, in words; none, when the client kept 
   backing off after an error), by priority;
 - sends back the tags it got;
 - sends `force` only while a change of its own is unseen;
-- keeps a stale order, with its echo fields.
+- keeps a stale order, with its echo fields;
+- sends `position` in the design note's shape, `{"point": [lon, lat], "dx": <metres>}`.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from client.model import POLL_AGAIN_AT_ONCE, STATE_KEYS
 from devtools.conformance.recording import Exchange
@@ -252,4 +255,51 @@ def stale_orders_kept_with_echo(exchanges: Sequence[Exchange]) -> list[str]:
                 stale.add(order["orderid"])
             elif order.get("update_status") == "actual":
                 brief[order["orderid"]] = {k: v for k, v in order.items() if k not in STATE_KEYS}
+    return problems
+
+
+POSITION_SHAPE = '{"point": [lon, lat], "dx": <metres>}'
+
+
+def _number(value: object) -> TypeGuard[float]:
+    # JSON's true and false are not numbers, though Python's bool is an int
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_design_position(value: object) -> bool:
+    """`{"point": [lon, lat], "dx": <accuracy in metres, ≥ 0>}`: what totw reads (docs/protocol.md:
+    Part endpoints); a bare `[lon, lat]` it would misread."""
+    if not isinstance(value, dict):
+        return False
+    point, dx = value.get("point"), value.get("dx")
+    return (
+        isinstance(point, list)
+        and len(point) == 2
+        and all(_number(c) for c in point)
+        and _number(dx)
+        and dx >= 0
+    )
+
+
+def position_shaped(
+    exchanges: Sequence[Exchange], part_urls: Mapping[str, tuple[str, str, int]]
+) -> list[str]:
+    """`position` where a client sends it: its part requests, and launch's `part_parameters`
+    (the inline parts are fetched with them). Absent is fine: the app may not know where it is."""
+    problems = []
+
+    def look(where: str, fields: object) -> None:
+        if isinstance(fields, dict) and "position" in fields:
+            position = fields["position"]
+            if not is_design_position(position):
+                problems.append(f"{where}: position {json.dumps(position)} is not {POSITION_SHAPE}")
+
+    for exchange in exchanges:
+        if exchange.kind == "launch":
+            parameters = exchange.request.get("part_parameters")
+            if isinstance(parameters, dict):
+                for part_type, fields in parameters.items():
+                    look(f"launch part_parameters {part_type}", fields)
+        elif exchange.kind == "part" and exchange.path in part_urls:
+            look(exchange.path, exchange.request)
     return problems

@@ -13,7 +13,7 @@ from typing import Protocol
 import aiohttp
 
 from client.client import MlutpClient
-from client.model import ClientOptions, OrderView
+from client.model import ClientOptions, OrderView, Position
 
 
 class ClientUnderTest(Protocol):
@@ -44,14 +44,23 @@ class ClientUnderTest(Protocol):
 # sooner, so that a scenario that waits
 # out two deadlines takes seconds
 KIT_OPTIONS = ClientOptions(change_deadline_s=4.0, wait_ms=5000)
+# where the kit's app says it is: an app that knows its position sends it with every totw part
+# request, so the kit sees (and checks) its shape; the browser client's page says the same
+KIT_POSITION = Position((37.6, 55.7), 1009)
 
 
 class PythonClient:
     name = "python"
 
-    def __init__(self, state_dir: Path, options: ClientOptions = KIT_OPTIONS) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        options: ClientOptions = KIT_OPTIONS,
+        position: Position | None = KIT_POSITION,
+    ) -> None:
         self.state_dir = state_dir
         self.options = options
+        self.position = position
         self.change_deadline_s = options.change_deadline_s
         self._session: aiohttp.ClientSession | None = None
         self._run: tuple[asyncio.Event, asyncio.Task[None]] | None = None
@@ -79,6 +88,7 @@ class PythonClient:
             # through the pass-through as well: the kit sees the changes and their answers
             features_url=f"{orders_state_url}/emulator/v1/features",
         )
+        client.position = self.position
         self._client = client
         client.views.on_change = self._on_change
         stop = asyncio.Event()

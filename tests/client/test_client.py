@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from client.client import MlutpClient
-from client.model import ClientOptions
+from client.model import ClientOptions, Position
 from client.route import route_interval_s
 from client.store import known_orders
 from client.transport import Replicas
@@ -293,7 +293,7 @@ async def test_the_route_goes_out_with_the_apps_position_and_time_by_its_own_rul
 ):
     orderid = await create_order_id(emulator, unique, status="driving")
     client = make_client(unique, ClientOptions(backoff_base_s=0))  # polls the route
-    client.position = (37.61, 55.75)
+    client.position = Position((37.61, 55.75), 25)
     await client.launch()
     await client._poll_routes()
     served = await stats(emulator)

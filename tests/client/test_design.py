@@ -15,9 +15,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from client.client import MlutpClient
-from client.model import ClientOptions, OrderView
+from client.model import ClientOptions, OrderView, Position
 from client.store import known_orders
-from tests.emulator_api import advance, create_order_id, set_fault
+from tests.emulator_api import advance, create_order_id, set_fault, stats
 from tests.helpers import protocol_for_tests
 
 MakeClient = Callable[..., MlutpClient]
@@ -101,21 +101,36 @@ async def test_part_requests_and_launch_carry_the_part_types_parameters(
 ):
     await create_order_id(emulator, unique, status="driving")
     client = make_client(unique, OPTIONS)
-    client.position = (37.6, 55.7)
+    client.position = Position((37.6, 55.7), 1009)
     recorded = Recorded(client)
     await client.launch()
     [launch] = recorded.requests("/4.0/launch")
+    # docs/protocol.md (Part endpoints): the position with its accuracy in metres
     expected = {
         "format_currency": True,
         "extend_freecars": False,
         "supported": [],
-        "position": [37.6, 55.7],
+        "position": {"point": [37.6, 55.7], "dx": 1009},
     }
     assert launch["part_parameters"]["totw"] == expected
     parts = recorded.requests("/mlutp/v1/taxi/")
     assert parts, "the parts launch did not inline are asked for"
     for body in parts:
         assert {k: v for k, v in body.items() if k != "orders"} == expected
+    # totw read it: every part landed, none stale for a refused request
+    [view] = client.view()
+    assert not view.loading and not view.stale_fields
+    assert (await stats(emulator))["recent"]["totw"][-1]["body"]["position"] == expected["position"]
+
+
+def test_a_position_with_an_accuracy_totw_would_refuse_is_refused_where_it_is_set():
+    for point, dx in (
+        ((37.6, 55.7), -1.0),
+        ((37.6, 55.7), float("nan")),
+        ((float("inf"), 55.7), 5),
+    ):
+        with pytest.raises(ValueError):
+            Position(point, dx)
 
 
 # the source is asked on every poll (list tags off): with list tags a down source's kept

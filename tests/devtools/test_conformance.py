@@ -20,9 +20,10 @@ from devtools.conformance.clients import KIT_OPTIONS, PythonClient
 from devtools.conformance.flow import CLOSE_M
 from devtools.conformance.kit import route_urls
 from devtools.conformance.recording import LAUNCH_PATH, POLL_PATH, Exchange
-from devtools.conformance.runner import part_urls, run
+from devtools.conformance.runner import check, part_urls, run
 from devtools.conformance.scenarios import SCENARIOS
 from devtools.rollout import write_rollout
+from shared.policy import DEFAULT_POLICY_PATH
 
 FAST = "/mlutp/v1/taxi/fast_info"
 RARE = "/mlutp/v1/taxi/rarely_changed"
@@ -196,6 +197,50 @@ def test_a_stale_order_dropped_or_polled_without_its_echo_is_named():
     ]
 
 
+def test_a_position_of_another_shape_than_the_design_notes_is_named():
+    """docs/protocol.md (Part endpoints): `position` is `{"point": [lon, lat], "dx": <metres>}`,
+    in part requests and in launch's part_parameters; absent is fine."""
+    design = {"point": [37.6, 55.7], "dx": 1009}
+    launch = Exchange(
+        0,
+        LAUNCH_PATH,
+        "u",
+        {"part_parameters": {"totw": {"position": design, "format_currency": True}}},
+        {},
+        200,
+        {},
+        {"mlutp_orders_state": {"orders": []}},
+    )
+    fetch = part(0.1, FAST, "o1")
+    fetch.request["position"] = design
+    unknown = part(0.2, RARE, "o1")  # the app does not know where it is
+    assert checks.position_shaped([launch, fetch, unknown], URLS) == []
+
+    old = part(0.1, FAST, "o1")
+    old.request["position"] = [37.6, 55.7]
+    assert checks.position_shaped([old], URLS) == [
+        f'{FAST}: position [37.6, 55.7] is not {{"point": [lon, lat], "dx": <metres>}}'
+    ]
+    launch.request["part_parameters"]["totw"]["position"] = [37.6, 55.7]
+    assert checks.position_shaped([launch], URLS) == [
+        "launch part_parameters totw: position [37.6, 55.7] is not "
+        '{"point": [lon, lat], "dx": <metres>}'
+    ]
+    for bad in (
+        None,
+        {"point": [37.6, 55.7]},
+        {"point": [37.6], "dx": 1009},
+        {"point": ["37.6", "55.7"], "dx": 1009},
+        {"point": [True, False], "dx": 1009},
+        {"point": [37.6, 55.7], "dx": -1},
+        {"point": [37.6, 55.7], "dx": "1009"},
+    ):
+        fetch.request["position"] = bad
+        assert len(checks.position_shaped([fetch], URLS)) == 1, bad
+    # the runner checks every scenario's part requests for it
+    assert any(p.startswith("position: ") for p in check([old], [DEFAULT_POLICY_PATH]))
+
+
 def test_the_kit_knows_every_part_endpoint_but_the_routes(tmp_path: Path):
     urls = part_urls()
     assert urls[FAST] == ("taxi", "fast_info", 0)
@@ -251,6 +296,23 @@ def test_a_client_that_drops_its_tags_fails_with_the_rule_named(
     monkeypatch.setattr(client_module, "known_orders", without_tags)
     problems = failed(tmp_path, PythonClient(tmp_path), "a status change")
     assert any(problem.startswith("tags: ") for problem in problems)
+
+
+def test_a_client_that_sends_a_bare_lon_lat_position_fails_with_the_rule_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    original = client_module.part_parameters
+
+    def bare_position(*args: Any) -> dict[str, Any]:
+        parameters = original(*args)
+        if "position" in parameters:
+            parameters["position"] = parameters["position"]["point"]
+        return parameters
+
+    monkeypatch.setattr(client_module, "part_parameters", bare_position)
+    problems = failed(tmp_path, PythonClient(tmp_path), "a new order")
+    assert "position: launch part_parameters totw: position [37.6, 55.7] is not" in str(problems)
+    assert any(p.startswith("position: /mlutp/") for p in problems)
 
 
 def failed(tmp_path: Path, client: PythonClient, scenario: str) -> list[str]:

@@ -178,3 +178,39 @@ async def test_lagging_totw_answers_a_version_no_older_than_the_one_asked_for(
     assert await version_served({"tags": {"chat": "bump-1"}}) == old  # no version in it
     await set_fault(emulator, "totw", "ok")
     assert await version_served({}) == new
+
+
+async def test_totw_refuses_a_position_of_another_shape_than_the_design_notes(
+    emulator: TestClient, unique: str
+):
+    """docs/protocol.md (Part endpoints): `position` is `{"point": [lon, lat], "dx": <metres>}`;
+    a real totw would misread another shape, so the emulator's refuses it."""
+    order = await create_order(emulator, unique, status="driving")
+
+    async def status(**fields: Any) -> int:
+        body = {"orderid": order["orderid"], **fields}
+        return (await emulator.post("/3.0/taxiontheway", json=body, headers=uid(unique))).status
+
+    assert await status() == 200  # absent: the app does not know where it is
+    for good in (
+        {"point": [37.5, 55.7], "dx": 1009},
+        {"point": [37, 55], "dx": 0},
+        {"point": [-122.4, 37.8], "dx": 12.5},
+    ):
+        assert await status(position=good) == 200, good
+    for bad in (
+        [37.5, 55.7],  # the old clients' bare [lon, lat]
+        None,
+        "37.5,55.7",
+        {"point": [37.5, 55.7]},
+        {"dx": 1009},
+        {"point": [37.5], "dx": 1009},
+        {"point": [37.5, 55.7, 120.0], "dx": 1009},
+        {"point": ["37.5", "55.7"], "dx": 1009},
+        {"point": [True, False], "dx": 1009},
+        {"point": {"lon": 37.5, "lat": 55.7}, "dx": 1009},
+        {"point": [37.5, 55.7], "dx": -1},
+        {"point": [37.5, 55.7], "dx": "1009"},
+        {"point": [37.5, 55.7], "dx": None},
+    ):
+        assert await status(position=bad) == 400, bad

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { MlutpClient } from "../../demo/static/client.js";
+import { MlutpClient, positionOf } from "../../demo/static/client.js";
 
 const RULES = [
   { service: "taxi", part_name: "fast_info", url: "/mlutp/v1/taxi/fast_info", part_type: "totw",
@@ -164,10 +164,12 @@ test("part requests and launch carry the part type's parameters", async () => {
   const server = new Server();
   taxi(server);
   const client = clientOf(server);
-  client.position = [37.6, 55.7];
+  client.position = { point: [37.6, 55.7], dx: 1009 };
   await client.launch();
+  // docs/protocol.md (Part endpoints): the position with its accuracy in metres
   const expected = {
-    format_currency: true, extend_freecars: false, supported: [], position: [37.6, 55.7],
+    format_currency: true, extend_freecars: false, supported: [],
+    position: { point: [37.6, 55.7], dx: 1009 },
   };
   assert.deepEqual(server.requests("/4.0/launch")[0].body.part_parameters.totw, expected);
   const parts = server.requests("/mlutp/v1/taxi/");
@@ -176,6 +178,11 @@ test("part requests and launch carry the part type's parameters", async () => {
     const { orders, ...parameters } = body;
     assert.deepEqual(parameters, expected);
   }
+});
+
+test("a location fix becomes the position part requests carry", () => {
+  const fix = { longitude: 37.6, latitude: 55.7, accuracy: 1009, altitude: null };
+  assert.deepEqual(positionOf(fix), { point: [37.6, 55.7], dx: 1009 });
 });
 
 test("known orders echo their brief fields", async () => {
@@ -252,7 +259,7 @@ test("the route is polled by its own rule, with the app's position", async () =>
   const server = new Server();
   taxi(server);
   const client = clientOf(server);
-  client.position = [37.6, 55.7];
+  client.position = { point: [37.6, 55.7], dx: 25 };
   await client.launch();
   await client.pollRoutes();
   await client.pollRoutes(); // 1.5 km left: not due again for seconds
