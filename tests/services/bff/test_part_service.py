@@ -168,11 +168,14 @@ async def test_the_upstream_gets_the_clients_content_tag_of_the_part_not_its_tag
     upstream.release.set()
     held = client_tag("fast_info", "v17")
     await service(tags, upstream).fetch_parts(
-        ENDPOINTS["fast_info"], [RequestedOrder("t1", held)], {"position": [37.6, 55.7]}, user("u")
+        ENDPOINTS["fast_info"],
+        [RequestedOrder("t1", held)],
+        {"position": {"point": [37.6, 55.7], "dx": 20}},
+        user("u"),
     )
     [body] = upstream.bodies
     assert body == {
-        "position": [37.6, 55.7],
+        "position": {"point": [37.6, 55.7], "dx": 20},
         "orderid": "t1",
         "tags": {"fast_info": "v17"},
         # the stored content tag the answer will carry: data no older, please

@@ -188,7 +188,8 @@ async def test_inline_parts_are_fetched_with_the_apps_part_parameters_or_the_def
     launch: TestClient, emulator: TestClient, unique: str
 ):
     request = {"supported_services": ["taxi"], "supported": ["extended_order_info"]}
-    sent = {"position": [37.6, 55.7], "format_currency": False, "orders": "not passed on"}
+    position = {"point": [37.6, 55.7], "dx": 20}
+    sent = {"position": position, "format_currency": False, "orders": "not passed on"}
     cases = (
         (
             f"{unique}-a",
@@ -199,8 +200,11 @@ async def test_inline_parts_are_fetched_with_the_apps_part_parameters_or_the_def
     )
     for user, extra, expected in cases:
         taxi_id = await create_order_id(emulator, user, "taxi", status="driving")
-        status, _, _ = await poll(launch, user, {**request, **extra}, "/4.0/launch")
+        status, answer, _ = await poll(launch, user, {**request, **extra}, "/4.0/launch")
         assert status == 200
+        # fetched inline: totw took the parameters (it refuses a position of another shape)
+        [order] = answer["mlutp_orders_state"]["orders"]
+        assert "fast_info" in order["parts"], order
         last = (await stats(emulator))["recent"]["totw"][-1]["body"]
         # at_least: the stored content tag the inline part is tagged with (Part endpoints)
         assert {k: v for k, v in last.items() if k != "at_least"} == {
