@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -37,7 +38,18 @@ PHARMACY = {
             "upstream": "pharmacy_details",
             "priority": 0,
             "required": True,
-        }
+        },
+        {
+            # a part type no client of today knows (a newer app's): clients ignore it
+            "part_name": "hologram",
+            "url": "/mlutp/v1/pharmacy/hologram",
+            "fields": ["hologram"],
+            "polling_type": "tag_defined",
+            "part_type": "hologram_3d",
+            "upstream": "pharmacy_hologram",
+            "priority": 1,
+            "required": True,
+        },
     ],
 }
 
@@ -77,8 +89,17 @@ async def test_a_service_added_to_the_policy_file_alone_is_polled_end_to_end(
             orders_state_url=bff_urls[1],
             user_id=unique,
             supported_services=("taxi", "pharmacy"),
-            options=ClientOptions(backoff_base_s=0, poll_route=False),
+            # no parts inline at launch: each part the client knows is asked for
+            options=ClientOptions(backoff_base_s=0, poll_route=False, extended_order_info=False),
         )
+        asked: list[str] = []
+        call = client.transport.call
+
+        async def recording_call(url: str, body: dict[str, Any], **kwargs: Any) -> Any:
+            asked.append(url)
+            return await call(url, body, **kwargs)
+
+        client.transport.call = recording_call  # type: ignore[method-assign]
         await client.launch()
         [view] = client.view()
         assert (view.service, view.orderid, view.status) == ("pharmacy", orderid, "created")
@@ -90,3 +111,7 @@ async def test_a_service_added_to_the_policy_file_alone_is_polled_end_to_end(
     served = await stats(emulator)
     assert served["calls"]["source:pharmacy"] >= 1
     assert served["calls"]["part:pharmacy_details"] >= 1
+    # the client never asked for the part of a type it does not know, and its being required
+    # held nothing: the order is shown with its known part's data
+    assert asked and not [url for url in asked if "hologram" in url]
+    assert not view.loading

@@ -268,3 +268,27 @@ test("the route is polled by its own rule, with the app's position", async () =>
   assert.deepEqual(routes[0].body.coordinates, [37.6, 55.7]);
   assert.equal(client.view()[0].data.distance_left_m, 1500);
 });
+
+test("a rule of an unknown part type is ignored: no request to it, nothing broken", async () => {
+  const unknown = {
+    service: "taxi", part_name: "hologram", url: "/mlutp/v1/taxi/hologram",
+    part_type: "hologram_3d", fields: ["hologram"], polling_type: "tag_defined", priority: 1,
+    required: true,
+  };
+  RULES.push(unknown);
+  try {
+    const server = new Server();
+    taxi(server);
+    const client = clientOf(server);
+    await client.launch();
+    await client.cycle();
+    assert.deepEqual(server.requests("/hologram"), []);
+    // the order is shown, its known parts fetched: the unknown required part holds nothing
+    const [view] = client.view();
+    assert.equal(view.orderid, "t1");
+    assert.equal(view.loading, false);
+    assert.equal(view.data.eta, 5);
+  } finally {
+    RULES.pop();
+  }
+});
