@@ -57,4 +57,10 @@ class RedisSettings(BaseSettings):
     connect_timeout_s: float = Field(0.2, gt=0)
     # a hard deadline per call: a blackholed Redis must not hang a request
     command_deadline_s: float = Field(0.1, gt=0)
+    # order_tags sends a Redis call with no answer after this long once more, on another
+    # connection (up to three more, this far apart, inside the deadline): a lost packet then
+    # costs this, not TCP's 200 ms retransmit, which no deadline of a poll allows. Well above
+    # a healthy answer (p99 1 ms, p99.9 4 ms here); on a link with a longer round trip, a few
+    # of its round trips. 0: off (services/order_tags/hedging.py)
+    hedge_after_s: float = Field(0.01, ge=0)
     key_ttl_s: int = Field(24 * 3600, gt=0)

@@ -122,11 +122,18 @@ class EmbeddedRedis:
     """One redis-server process we own. It can be stopped, restarted on the same port, paused."""
 
     def __init__(
-        self, port: int | None = None, host: str = "127.0.0.1", extra_args: Sequence[str] = ()
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        extra_args: Sequence[str] = (),
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.extra_args = tuple(extra_args)
+        # a command the server runs under, e.g. `ip netns exec NS`: a Redis in a network
+        # namespace of a fault test's own (it execs the server, so pid and signals are Redis's)
+        self.wrapper = tuple(wrapper)
         self.binary = find_redis_server()
         self._dir = tempfile.mkdtemp(prefix="mlutp-redis-")
         self._process: subprocess.Popen[str] | None = None
@@ -147,6 +154,7 @@ class EmbeddedRedis:
         if self._process is not None and self._process.poll() is None:
             return
         args = [
+            *self.wrapper,
             self.binary,
             "--port",
             str(self.port),

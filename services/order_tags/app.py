@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
+from prometheus_client import Counter
 
 from services.order_tags import handlers
 from services.order_tags.config import OrderTagsSettings
@@ -12,7 +13,7 @@ from services.order_tags.keys import TAG_STORE
 from services.order_tags.storage import TagStore
 from shared.errors import Unauthorized
 from shared.redis import redis_client
-from shared.web import PING_CHECK, create_base_app
+from shared.web import METRICS, PING_CHECK, create_base_app
 
 SERVICE = "order_tags"
 
@@ -35,11 +36,23 @@ def auth_middleware(token: str) -> Middleware:
 def create_app(settings: OrderTagsSettings) -> web.Application:
     app = create_base_app(SERVICE, settings)
     app.middlewares.append(auth_middleware(settings.service_token.get_secret_value()))
+    # hedging hides a lossy link from the callers: this is where it shows
+    hedges = Counter(
+        "mlutp_redis_hedges",
+        "Redis calls sent once more after no answer within REDIS_HEDGE_AFTER_S (sent), or "
+        "not, the hedge budget being spent (over_budget)",
+        ["outcome"],
+        registry=app[METRICS].registry,
+    )
 
     async def tag_store_ctx(app: web.Application) -> AsyncIterator[None]:
         async with redis_client(settings.redis) as redis:
             store = TagStore(
-                redis, ttl_s=settings.redis.key_ttl_s, deadline_s=settings.redis.command_deadline_s
+                redis,
+                ttl_s=settings.redis.key_ttl_s,
+                deadline_s=settings.redis.command_deadline_s,
+                hedge_after_s=settings.redis.hedge_after_s,
+                on_hedge=lambda outcome: hedges.labels(outcome).inc(),
             )
             app[TAG_STORE] = store
             app[PING_CHECK] = store.ping

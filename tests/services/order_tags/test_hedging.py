@@ -1,0 +1,167 @@
+"""Hedged Redis calls: a silent attempt is backed by another, the first answer wins, the
+losers are cancelled, and the budget bounds how many more calls Redis gets."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from services.order_tags.hedging import HEDGE_ATTEMPTS, Hedging
+from shared.protocol.retry_budget import RetryBudget
+
+# short: the tests wait for the hedge's timer, never for an answer that is due
+AFTER_S = 0.005
+
+
+class Attempts:
+    """An operation whose attempts each wait for their own answer (or never get one)."""
+
+    def __init__(self) -> None:
+        self.answers: list[asyncio.Future[str]] = []
+        self.started = asyncio.Event()
+
+    async def __call__(self) -> str:
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.answers.append(answer)
+        self.started.set()
+        return await answer
+
+    async def nth(self, count: int) -> asyncio.Future[str]:
+        """The `count`-th attempt's answer, once it has gone out."""
+        while len(self.answers) < count:
+            self.started.clear()
+            await self.started.wait()
+        return self.answers[count - 1]
+
+
+class Told:
+    """What the hedging told of its hedges, and when."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.changed = asyncio.Event()
+
+    def __call__(self, outcome: str) -> None:
+        self.events.append(outcome)
+        self.changed.set()
+
+
+def hedging(
+    told: Told | None = None,
+    *,
+    budget: RetryBudget | None = None,
+    on_loser: Callable[[], None] = lambda: None,
+) -> Hedging:
+    return Hedging(
+        AFTER_S,
+        budget=budget or RetryBudget(ratio=1.0, min_retries=10),
+        on_hedge=told or Told(),
+        on_loser=on_loser,
+    )
+
+
+async def test_off_runs_once_and_says_what_failed() -> None:
+    calls = 0
+
+    async def failing() -> str:
+        nonlocal calls
+        calls += 1
+        raise RedisConnectionError("refused")
+
+    with pytest.raises(RedisConnectionError):
+        await Hedging(0.0).run(failing)
+    assert calls == 1
+
+
+async def test_a_silent_attempt_is_backed_and_the_first_answer_wins() -> None:
+    told = Told()
+    losers = asyncio.Event()
+    attempts = Attempts()
+    call = asyncio.ensure_future(hedging(told, on_loser=losers.set).run(attempts))
+    second = await attempts.nth(2)
+    second.set_result("from the hedge")
+    assert await call == "from the hedge"
+    assert told.events == ["sent"]
+    # the silent one is cut short, and the store is told (to open its connection again)
+    await losers.wait()
+    assert attempts.answers[0].cancelled()
+
+
+async def test_an_answer_before_the_hedge_sends_nothing_more() -> None:
+    told = Told()
+
+    async def at_once() -> str:
+        return "answer"
+
+    assert await hedging(told).run(at_once) == "answer"
+    assert told.events == []
+
+
+async def test_a_failed_attempt_is_followed_at_once() -> None:
+    # a reset connection fails at once: the next attempt need not wait for the hedge's time
+    results: list[BaseException | str] = [RedisConnectionError("reset"), "answer"]
+
+    async def operation() -> str:
+        result = results.pop(0)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    # a hedge's time far off: only the failure can start the second attempt
+    patient = Hedging(60.0, budget=RetryBudget(ratio=1.0, min_retries=10))
+    async with asyncio.timeout(10):
+        assert await patient.run(operation) == "answer"
+
+
+async def test_an_error_redis_answered_is_not_sent_again() -> None:
+    calls = 0
+
+    async def refused() -> str:
+        nonlocal calls
+        calls += 1
+        raise ResponseError("too_many_parts 32 1")
+
+    with pytest.raises(ResponseError):
+        await hedging().run(refused)
+    assert calls == 1
+
+
+async def test_every_attempt_failing_raises_the_last_failure() -> None:
+    calls = 0
+
+    async def failing() -> str:
+        nonlocal calls
+        calls += 1
+        raise RedisConnectionError(f"refused {calls}")
+
+    with pytest.raises(RedisConnectionError, match=f"refused {HEDGE_ATTEMPTS}"):
+        await hedging().run(failing)
+    assert calls == HEDGE_ATTEMPTS
+
+
+async def test_a_spent_budget_sends_no_hedge_and_waits_for_the_attempt_out() -> None:
+    told = Told()
+    attempts = Attempts()
+    spent = RetryBudget(ratio=0.0, min_retries=0)
+    call = asyncio.ensure_future(hedging(told, budget=spent).run(attempts))
+    first = await attempts.nth(1)
+    # the hedge's time passes: the budget says no once, and the call goes on waiting
+    await told.changed.wait()
+    first.set_result("late, but in time")
+    assert await call == "late, but in time"
+    assert told.events == ["over_budget"]
+    assert len(attempts.answers) == 1
+
+
+async def test_the_callers_deadline_cancels_every_attempt() -> None:
+    attempts = Attempts()
+    with pytest.raises(TimeoutError):
+        # long after the last hedge's time: no attempt beyond the last goes out
+        async with asyncio.timeout(AFTER_S * HEDGE_ATTEMPTS * 10):
+            await hedging().run(attempts)
+    assert len(attempts.answers) == HEDGE_ATTEMPTS
+    assert all(answer.cancelled() for answer in attempts.answers)
