@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import random
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -46,6 +48,29 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return _encoder.encode(entry).decode()
+
+
+# a request slower than this is always in the access log (a held waiting poll is not slow: it
+# waits by design, and says so in its X-Mlutp-Wait header)
+SLOW_REQUEST_S = 1.0
+HELD_WAITS = frozenset({"wakeup", "timeout", "shutdown"})
+
+
+@dataclass(frozen=True)
+class AccessLog:
+    """Which requests the access log writes: every error (4xx, 5xx), every slow request, and
+    a share of the rest, so that it costs what it is worth on the hot path."""
+
+    sample: float = 0.01
+    slow_s: float = SLOW_REQUEST_S
+    rng: random.Random = field(default_factory=random.Random)
+
+    def writes(self, status: int, elapsed_s: float, wait: str | None) -> bool:
+        if status >= 400:
+            return True
+        if elapsed_s >= self.slow_s and wait not in HELD_WAITS:
+            return True
+        return self.sample > 0 and self.rng.random() < self.sample
 
 
 def setup_logging(service: str, level: str = "INFO", json: bool = True) -> None:

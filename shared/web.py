@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from shared import wire
 from shared.config import ServiceSettings
 from shared.errors import BadRequest, DomainError, PayloadTooLarge, StartupError
-from shared.logs import request_id_var
+from shared.logs import AccessLog, request_id_var
 from shared.metrics import HttpMetrics
 
 T = TypeVar("T")
@@ -30,6 +30,7 @@ REQUEST_ID_HEADER = "X-Request-Id"
 JSON_CONTENT_TYPE = "application/json"
 
 METRICS = web.AppKey("metrics", HttpMetrics)
+ACCESS_LOG = web.AppKey("access_log", AccessLog)
 # a resource's life in an app: opened on startup, closed on cleanup (`app.cleanup_ctx`)
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
@@ -151,7 +152,9 @@ async def service_middleware(request: web.Request, handler: Handler) -> web.Stre
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else "unmatched"
         request.app[METRICS].observe(route, request.method, response.status, elapsed)
-        if log.isEnabledFor(logging.INFO):
+        if log.isEnabledFor(logging.INFO) and request.app[ACCESS_LOG].writes(
+            response.status, elapsed, response.headers.get(wire.WAIT_HEADER)
+        ):
             log.info(
                 "request",
                 extra={
@@ -196,6 +199,7 @@ def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
         middlewares=[service_middleware],
     )
     app[METRICS] = HttpMetrics(service)
+    app[ACCESS_LOG] = AccessLog(sample=settings.log_access_sample)
     app[CONNECTION_LIMITS] = ConnectionLimits(
         settings.request_read_timeout_s, settings.keepalive_timeout_s
     )

@@ -197,7 +197,7 @@ def cut(doc: dict[str, Any]) -> dict[str, Any]:
     return {name: doc[name] for name in TAXI_FIELDS if name in doc}
 
 
-COMMON_ENV = {"LOG_LEVEL", "LOG_JSON"}
+COMMON_ENV = {"LOG_LEVEL", "LOG_JSON", "LOG_ACCESS_SAMPLE"}
 
 
 def env_names(settings_class: type[BaseSettings]) -> set[str]:

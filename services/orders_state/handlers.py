@@ -12,7 +12,6 @@ from services.bff.requests import require_user, upstream_headers
 from services.bff.resources import ADMISSION, ENGINE, LIMITS, PARTS, TOTW
 from services.bff.wire import INTERVAL_HEADER, PartResponse, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS
-from services.orders_state.waiting.polls import WAIT_HEADER
 from services.orders_state.waiting.setup import WAITING
 from shared import wire
 from shared.answer import encode_orders
@@ -50,7 +49,7 @@ async def orders_state(request: web.Request) -> web.Response:
     etag = body_etag(payload)
     headers = {INTERVAL_HEADER: str(answer.result.interval_ms), "ETag": etag}
     if answer.cause is not None:
-        headers[WAIT_HEADER] = answer.cause.value
+        headers[wire.WAIT_HEADER] = answer.cause.value
     # several If-None-Match field lines are one list (RFC 9110 §5.3), as a proxy may split it
     if not_modified(", ".join(request.headers.getall("If-None-Match", ())), etag):
         # the client holds this answer: the interval (never cached) is all it needs

@@ -42,7 +42,6 @@ from shared.wire import USER_HEADER, OrderKey
 
 log = logging.getLogger("mlutp.waiting")
 
-WAIT_HEADER = "X-Mlutp-Wait"
 # the answers metric's cause of a poll refused (503) by admission control before it waited
 OVERLOADED = "overloaded"
 
