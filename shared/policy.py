@@ -203,10 +203,6 @@ class ServicePolicy(BaseModel):
         return _by_priority(self.rules)
 
     @cached_property
-    def part_of_field(self) -> dict[str, str]:
-        return {name: rule.part_name for rule in self.rules for name in rule.fields}
-
-    @cached_property
     def stages(self) -> dict[str, Stage]:
         """Every served policy version → its stage."""
         stages = {self.policy_version: Stage.CURRENT}

@@ -1,5 +1,5 @@
-"""Request glue of the client-facing endpoints: who the user is, what goes upstream with
-their calls, and the poll both orders/state and launch make."""
+"""Request glue of the client-facing endpoints: who the user is, and which of the request's
+headers go upstream with their calls."""
 
 from __future__ import annotations
 

@@ -245,11 +245,6 @@ class TagStore:
         except (RedisError, OSError, TimeoutError) as exc:
             raise RedisUnavailable(f"Redis did not answer: {exc!r}") from exc
 
-    async def get_many(self, orders: Sequence[OrderKey]) -> list[dict[str, str] | None]:
-        """All orders' tags in one pipeline: one round trip for the whole batch."""
-        stored, _, _ = await self.read(orders, [])
-        return [tags for tags, _, _ in stored]
-
     async def read(
         self,
         orders: Sequence[OrderKey],

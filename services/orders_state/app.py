@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import logging
-
 from aiohttp import web
 
 from services.bff.resources import POLICY, setup_bff
@@ -13,8 +11,6 @@ from shared.policy import PollingType
 from shared.web import create_base_app
 
 SERVICE = "orders_state"
-
-log = logging.getLogger("mlutp.orders_state")
 
 
 def create_app(settings: OrdersStateSettings) -> web.Application:
