@@ -1,0 +1,60 @@
+// One launch and one poll through the client openapi-generator makes from openapi.yaml
+// (typescript-fetch), against a running stack; prints what it parsed as one JSON line.
+// The test copies it beside the generated client (./client) and compiles both with tsc.
+//   node driver.js LAUNCH_URL ORDERS_STATE_URL USER ORDERID
+import { Configuration, LaunchApi, OrdersStateApi, type StateOrder } from "./client/index";
+
+// Node's own, without @types/node: the driver needs nothing else of it
+declare const process: { argv: string[]; exitCode?: number };
+
+function brief(order: StateOrder): Record<string, unknown> {
+  return {
+    orderid: order.orderid,
+    service: order.service,
+    updateStatus: order.updateStatus,
+    needRequest: order.needRequest,
+    tags: order.tags,
+  };
+}
+
+async function main(): Promise<void> {
+  const [launchUrl, stateUrl, user, orderid] = process.argv.slice(2);
+  const launchApi = new LaunchApi(new Configuration({ basePath: launchUrl }));
+  const launched = await launchApi.launch({
+    xYandexUID: user,
+    launchRequest: { supportedServices: ["taxi"] },
+  });
+  const state = launched.mlutpOrdersState;
+  const order = state.orders.find((one) => one.orderid === orderid);
+  if (order === undefined) {
+    throw new Error(`launch did not list ${orderid}`);
+  }
+  const stateApi = new OrdersStateApi(new Configuration({ basePath: stateUrl }));
+  const polled = await stateApi.pollOrdersState({
+    xYandexUID: user,
+    ordersStateRequest: {
+      // known_orders has uniqueItems: the generator makes it a Set
+      knownOrders: new Set([
+        { orderid, service: order.service, status: order.status, tags: order.tags },
+      ]),
+    },
+  });
+  console.log(
+    JSON.stringify({
+      launch: {
+        orders: state.orders.map(brief),
+        policyUrls: state.pollingPolicy.map((rule) => rule.url),
+        allowedChanges: state.allowedChanges.map((changes) => changes.service),
+      },
+      poll: {
+        orders: polled.orders.map(brief),
+        policyVersions: polled.policyVersions,
+      },
+    }),
+  );
+}
+
+main().catch((error: unknown) => {
+  console.log(`driver failed: ${error instanceof Error ? error.stack : String(error)}`);
+  process.exitCode = 1;
+});
