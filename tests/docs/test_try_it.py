@@ -24,16 +24,21 @@ DEFAULTS = {
 }
 
 
-def walkthrough() -> str:
+def first_block(section_title: str) -> str:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Try it\n", 1)[1].split("\n## ", 1)[0]
+    section = readme.split(f"\n## {section_title}\n", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert match, "README's Try it section has no sh block"
+    assert match, f"README's {section_title} section has no sh block"
     return match.group(1)
 
 
-@pytest.fixture(scope="module")
+def walkthrough() -> str:
+    return first_block("Try it")
+
+
+@pytest.fixture
 def stack() -> Iterator[StackProcess]:
+    # a stack per test: the walkthrough's user is always the same, and starts with no order
     with StackProcess() as running:
         yield running
 
@@ -66,3 +71,33 @@ def test_the_walkthrough_runs_as_pasted(stack: StackProcess):
     assert "driving" in lines
     last = json.loads(lines[-1])
     assert (last["orderid"], last["status"]) == (launched["orderid"], "driving")
+
+
+def test_the_poll_and_part_examples_run_after_the_walkthrough(stack: StackProcess):
+    """README's poll and part examples go on from the walkthrough's variables: each answers
+    200 about the user's own order (no placeholder left in them, no other user's order)."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed: the examples use it")
+    examples = first_block("The poll") + first_block("Part endpoints")
+    script = walkthrough() + "echo ----\n" + examples
+    for name, default in DEFAULTS.items():
+        script = script.replace(default, stack.url(name))
+    assert "…" not in examples
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    after = done.stdout.split("----\n", 1)[1]
+    assert after.count("HTTP/1.1 200") == 2, after
+    lines = [line for line in after.splitlines() if line.startswith("{")]
+    launch, poll, part, route = (json.loads(line) for line in lines)
+    [launched] = launch["mlutp_orders_state"]["orders"]
+    assert launched["status"] == "driving"
+    assert poll["orders"][0]["orderid"] == launched["orderid"]
+    [fetched] = part["orders"]
+    assert fetched["orderid"] == launched["orderid"] and "error" not in fetched
+    assert route["orderid"] == launched["orderid"] and "error" not in route
