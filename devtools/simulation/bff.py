@@ -1,0 +1,400 @@
+"""One BFF process (an orders_state replica) of the simulation: the real engine, listings,
+tag cache (behind its circuit breaker and the joined tag reads, as services/bff/resources.py
+wires them), admission, waiting polls and part service, over the simulated tag store,
+sources, upstreams and wake-ups. What the aiohttp handlers do around them (parse the body,
+answer 503 past the cap) is done here in a few lines; the HTTP layer itself is not simulated.
+
+Two thin subclasses, neither changing what the product does: the engine tells an observer of
+each look (the invariants checked look by look), and the listings keep a poll's answers in
+service order, where the engine hands them over in the order of a set of service names, which
+is the interpreter's hash order: with it, a seed would replay differently under another
+PYTHONHASHSEED."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry
+
+from devtools.simulation.store import SimTagStore
+from devtools.simulation.wakeups import CURRENT_POLL, PollState, SimWakeups, WatchObserver
+from services.bff.admission import Admission
+from services.bff.config import ProtocolSettings
+from services.bff.engine import EngineConfig, LookResult, OrdersStateEngine
+from services.bff.fetch_memo import FetchMemo
+from services.bff.known_orders import Limits, ParsedKnownOrder, parse_poll
+from services.bff.listings import Listings
+from services.bff.metrics import BffMetrics
+from services.bff.part_request import RequestedOrder
+from services.bff.part_service import PartService
+from services.bff.ports import OrderSource, PartUpstream
+from services.bff.tag_cache import TagCache, TagsRead
+from services.bff.tag_reads import JoinedTagReads
+from services.orders_state.waiting.metrics import WaitingMetrics
+from services.orders_state.waiting.polls import WaitCause, WaitingConfig, WaitingPolls
+from shared.answer import AnsweredOrder
+from shared.errors import Overloaded
+from shared.policy import PartEndpoint, PollingPolicy, Stage
+from shared.protocol.admission import BudgetLimit
+from shared.protocol.circuit import CircuitBreaker
+from shared.upstream_wire import SourceResponse
+from shared.wire import USER_HEADER, OrderKey
+
+# the protocol's numbers as a deployment has them by default (the environment is not read:
+# a run depends on its seed alone)
+SETTINGS = ProtocolSettings.model_construct()
+
+
+class Refused(Exception):
+    """The process takes no new request (it is stopping or not started): connection refused."""
+
+
+class LookObserver(Protocol):
+    def look_started(self, known: Sequence[ParsedKnownOrder]) -> dict[OrderKey, Any]:
+        """What the observer needs of the moment before the look (the stored tags of the
+        orders it forces)."""
+        ...
+
+    def look(
+        self,
+        process: str,
+        user_id: str,
+        known: Sequence[ParsedKnownOrder],
+        started: float,
+        result: LookResult,
+        before: dict[OrderKey, Any],
+    ) -> None: ...
+
+    def looked_again(self, process: str, user_id: str, lost: str) -> None:
+        """A held poll looked again though its process knew `lost` ("the tag cache",
+        "pub/sub") was gone."""
+
+
+class PollObserver(LookObserver, WatchObserver, Protocol):
+    def answered(self, process: str, user_id: str, reply: PollReply) -> None: ...
+
+    def part_answered(
+        self, user_id: str, endpoint: PartEndpoint, parts: list[dict[str, Any]]
+    ) -> None: ...
+
+
+class ObservedEngine(OrdersStateEngine):
+    """The engine, telling an observer of each look."""
+
+    observer: LookObserver
+    process: str
+    # what of Redis the process knows it has lost now ("" when nothing)
+    lost: Callable[[], str]
+
+    async def look(
+        self,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        headers: dict[str, str],
+        stated_versions: Mapping[str, str] | None = None,
+        *,
+        handing_out: bool = False,
+    ) -> LookResult:
+        started = asyncio.get_running_loop().time()
+        poll = CURRENT_POLL.get()
+        lost = self.lost()
+        if poll is not None and poll.held and lost:
+            # docs/protocol.md: Waiting poll, "polls already held when the tag cache or the
+            # pub/sub connection is lost are answered with their last look, with no new look"
+            self.observer.looked_again(self.process, headers[USER_HEADER], lost)
+        before = self.observer.look_started(known)
+        result = await super().look(
+            known, services, headers, stated_versions, handing_out=handing_out
+        )
+        self.observer.look(self.process, headers[USER_HEADER], known, started, result, before)
+        return result
+
+
+class OrderedListings(Listings):
+    def keep(
+        self,
+        user_id: str,
+        read: TagsRead | None,
+        asked: Mapping[str, SourceResponse | None],
+    ) -> None:
+        super().keep(user_id, read, dict(sorted(asked.items())))
+
+
+@dataclass
+class PollReply:
+    """An orders/state answer as the client reads it (or a 503)."""
+
+    status: int
+    started: float
+    answered: float
+    wait_ms: int
+    known: list[dict[str, Any]]
+    orders: list[AnsweredOrder] = field(default_factory=list)
+    interval_ms: int = 0
+    cause: WaitCause | None = None
+    degraded: bool = False
+    retry_after_s: int = 0
+    launch: bool = False
+
+
+class BffProcess:
+    def __init__(
+        self,
+        name: str,
+        policy: PollingPolicy,
+        store: SimTagStore,
+        sources: Mapping[str, OrderSource],
+        upstreams: Mapping[str, PartUpstream],
+        observer: PollObserver,
+        rng: random.Random,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self.name = name
+        self.policy = policy
+        self.observer = observer
+        registry = CollectorRegistry()
+        metrics = BffMetrics(registry)
+        settings = SETTINGS
+        self.joined = JoinedTagReads(
+            store,
+            max_in_flight=settings.tag_reads_in_flight,
+            gather_s=settings.tag_reads_gather_ms / 1000,
+        )
+        self.tag_cache = TagCache(
+            self.joined,
+            CircuitBreaker(settings.circuit_failures, settings.circuit_open_s),
+            metrics,
+            clock=loop.time,
+            wall_clock=time.time,
+        )
+        self.admission = Admission(
+            BudgetLimit(
+                min_limit=settings.min_polls_in_flight,
+                max_limit=settings.max_polls_in_flight,
+                budget_ms=settings.admission_budget_ms,
+                look_cost_ms=settings.admission_look_cost_ms,
+                lag_target_ms=settings.admission_lag_target_ms,
+            ),
+            overload_in_flight=settings.overload_in_flight,
+            overload_max_factor=settings.overload_max_factor,
+            retry_after_base_s=settings.overload_retry_after_s,
+            metrics=metrics,
+            rng=random.Random(rng.random()),
+            cpu_clock=loop.time,
+        )
+        engine = ObservedEngine(
+            policy,
+            sources,
+            self.tag_cache,
+            EngineConfig(
+                timings=settings.timings(),
+                interval=settings.interval_rules(policy),
+                force_per_order_per_minute=settings.force_per_order_per_minute,
+                list_tags=settings.list_tags,
+                list_max_age_ms=int(settings.list_max_age_s * 1000),
+                created_grace_ms=int(settings.created_grace_s * 1000),
+            ),
+            metrics,
+            overload=self.admission.overload,
+            rng=random.Random(rng.random()),
+        )
+        engine.observer = observer
+        engine.process = name
+        engine.lost = self._lost
+        engine.listings = OrderedListings(
+            self.tag_cache, metrics, max_age_ms=engine.config.list_max_age_ms, rng=engine.rng
+        )
+        self.engine = engine
+        self.hub = SimWakeups(loop.time, lambda: store.up, observer)
+        store.subscribers.append(self.hub)
+        self.waiting = WaitingPolls(
+            engine,
+            self.admission,
+            self.hub,
+            WaitingConfig(interval_max_ms=settings.interval_max_ms),
+            WaitingMetrics(registry),
+            rng=random.Random(rng.random()),
+        )
+        self.parts = PartService(
+            policy,
+            self.tag_cache,
+            upstreams,
+            metrics,
+            sources,
+            coalesce=settings.coalesce_part_fetches,
+            degraded_memo=FetchMemo(
+                ttl_ms=settings.timings().degraded_min_ttl_ms,
+                max_bytes=settings.degraded_memo_bytes,
+            ),
+            recent_memo=FetchMemo(
+                ttl_ms=settings.timings().min_ttl_ms, max_bytes=settings.recent_memo_bytes
+            ),
+        )
+        self.limits = Limits(
+            max_known_orders=settings.max_known_orders,
+            max_extra_fields=settings.max_extra_fields,
+            max_extra_bytes=settings.max_extra_bytes,
+        )
+        self.endpoints = {
+            endpoint.rule.url: endpoint
+            for endpoint in policy.endpoints
+            if endpoint.stage is Stage.CURRENT
+        }
+        self.accepting = True
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def _lost(self) -> str:
+        if not self.tag_cache.available:
+            return "the tag cache"
+        if not self.hub.available:
+            return "pub/sub"
+        return ""
+
+    def _enter(self) -> None:
+        if not self.accepting:
+            raise Refused(f"{self.name} is not accepting requests")
+        self.in_flight += 1
+        self._idle.clear()
+
+    def _leave(self) -> None:
+        self.in_flight -= 1
+        if not self.in_flight:
+            self._idle.set()
+
+    # --- the client-facing endpoints -----------------------------------------------------
+
+    async def orders_state(self, user_id: str, body: dict[str, Any]) -> PollReply:
+        loop = asyncio.get_running_loop()
+        self._enter()
+        CURRENT_POLL.set(PollState())
+        started = loop.time()
+        wait_ms = int(body.get("wait_ms", 0))
+        known = body["known_orders"]
+        try:
+            try:
+                # a shed poll is refused before its body is read
+                self.admission.check()
+                poll = parse_poll(self.limits, known, body.get("supported_services"))
+                answer = await self.waiting.answer(
+                    poll.known,
+                    poll.services,
+                    {USER_HEADER: user_id},
+                    wait_ms,
+                    body.get("policy_versions"),
+                )
+            except Overloaded as exc:
+                reply = PollReply(
+                    503,
+                    started,
+                    loop.time(),
+                    wait_ms,
+                    known,
+                    retry_after_s=int(exc.headers["Retry-After"]),
+                )
+            else:
+                result = answer.result
+                reply = PollReply(
+                    200,
+                    started,
+                    loop.time(),
+                    wait_ms,
+                    known,
+                    result.orders,
+                    result.interval_ms,
+                    answer.cause,
+                    result.degraded,
+                )
+            self.observer.answered(self.name, user_id, reply)
+            return reply
+        finally:
+            self._leave()
+
+    async def launch(self, user_id: str, body: dict[str, Any]) -> PollReply:
+        """Launch's orders (its policy is the client's already; extended order info is not
+        simulated): a look that hands out the versions, never waiting."""
+        loop = asyncio.get_running_loop()
+        self._enter()
+        started = loop.time()
+        known = body["known_orders"]
+        try:
+            poll = parse_poll(self.limits, known, body["supported_services"], only_supported=True)
+            try:
+                with self.admission.look():
+                    result = await self.engine.look(
+                        poll.known,
+                        poll.services,
+                        {USER_HEADER: user_id},
+                        body.get("policy_versions"),
+                        handing_out=True,
+                    )
+            except Overloaded as exc:
+                reply = PollReply(
+                    503,
+                    started,
+                    loop.time(),
+                    0,
+                    known,
+                    retry_after_s=int(exc.headers["Retry-After"]),
+                    launch=True,
+                )
+            else:
+                reply = PollReply(
+                    200,
+                    started,
+                    loop.time(),
+                    0,
+                    known,
+                    result.orders,
+                    result.interval_ms,
+                    None,
+                    result.degraded,
+                    launch=True,
+                )
+            self.observer.answered(self.name, user_id, reply)
+            return reply
+        finally:
+            self._leave()
+
+    async def part(
+        self, user_id: str, url: str, orders: Sequence[tuple[str, str | None]]
+    ) -> list[dict[str, Any]]:
+        self._enter()
+        try:
+            endpoint = self.endpoints[url]
+            parts = await self.parts.fetch_parts(
+                endpoint,
+                [RequestedOrder(orderid, tag) for orderid, tag in orders],
+                {"format_currency": True},
+                {USER_HEADER: user_id},
+            )
+            self.observer.part_answered(user_id, endpoint, parts)
+            return parts
+        finally:
+            self._leave()
+
+    # --- stopping ------------------------------------------------------------------------
+
+    async def stop(self) -> float:
+        """SIGTERM: no new request, every waiting poll answered at once, the requests in
+        flight finished, the answers being kept written. How long it took."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self.accepting = False
+        self.waiting.shutdown()
+        await self._idle.wait()
+        await self.engine.listings.drain()
+        await self.joined.close()
+        self.hub.close()
+        return loop.time() - started
+
+    @property
+    def holding(self) -> int:
+        """Polls waiting or held now."""
+        return self.waiting.waiting + self.waiting.held
