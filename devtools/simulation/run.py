@@ -69,7 +69,7 @@ class Report:
         lines = [
             f"seed {self.seed}: {len(self.violations)} violations "
             f"({', '.join(f'{name} {n}' for name, n in sorted(counts.items()))})",
-            f"replay: pytest tests/simulation --seed {self.seed}  "
+            f"replay: pytest tests/simulation/test_simulation.py --seed {self.seed}  "
             f"(or python -m devtools.simulation --seed {self.seed})",
             "",
             self.scenario.describe(),
