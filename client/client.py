@@ -371,6 +371,10 @@ class MlutpClient:
         outcome = apply_part(order, rule, result, self.options, self.rng)
         if outcome is PartOutcome.EXPIRED:
             self.orders = [o for o in self.orders if o is not order]
+            # back to the interval, not at once: a kept source answer that missed the order's
+            # end lists it again until it is asked anew, and polling at once would spin on
+            # news, the part, expired, news
+            self._parts_failed = True
         elif outcome is PartOutcome.FAILED:
             self._parts_failed = True
         else:

@@ -77,6 +77,9 @@ export const parts = {
     if (result === null || "error" in result) {
       if (result?.error?.update_status === "expired") {
         this.orders = this.orders.filter((o) => o !== order);
+        // back to the interval, not at once: a kept source answer that missed the order's
+        // end lists it again until it is asked anew, and polling at once would spin
+        this.partsFailed = true;
         return false;
       }
       // the part's fields are old now; retry with backoff

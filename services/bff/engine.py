@@ -391,7 +391,9 @@ class OrdersStateEngine:
             # a lagging answer is used for this poll alone: kept, it would stand for the
             # source under a tag whose data it does not show, longer than the created grace
             self.listings.keep(
-                user_id, read, {s: asked[s] for s in current if s in listed_services}
+                user_id,
+                read,
+                {s: a for s, a in asked.items() if s in current and s in listed_services},
             )
         creatable = {key for key in keys if key.service in current}
         stored = await self._stored_tags(keys, read, creatable, user_id)

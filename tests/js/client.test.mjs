@@ -292,3 +292,32 @@ test("a rule of an unknown part type is ignored: no request to it, nothing broke
     RULES.pop();
   }
 });
+
+test("after an expired part the next poll waits the interval, not at once", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  server.change("t1", "fast_info", { status: "transporting" }, "transporting");
+  // a kept source answer that missed the order's end lists it; its parts say it is gone
+  const answer = server.fetch;
+  client.fetch = async (url, init) => {
+    const path = new URL(url).pathname;
+    if (path === "/mlutp/v1/orders/state") {
+      const response = await answer(url, init);
+      const headers = new Headers(response.headers);
+      headers.set("X-Mlutp-Wait", "news");
+      return new Response(await response.text(), { status: response.status, headers });
+    }
+    if (path.startsWith("/mlutp/v1/taxi/")) {
+      const body = JSON.parse(init.body);
+      return json({ orders: body.orders.map(({ orderid }) => ({ orderid, error: { update_status: "expired" } })) });
+    }
+    return answer(url, init);
+  };
+  await client.cycle();
+  assert.deepEqual(client.view(), []);
+  assert.equal(client.lastAnswer.waited, "news");
+  // the loop's rule: news would poll at once, but not after a part that came back expired
+  assert.equal(client.partsFailed, true);
+});
