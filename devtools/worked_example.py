@@ -235,8 +235,9 @@ async def walk(urls: Urls) -> list[Step]:
                 [woken],
                 "`wakeup`: the change woke the held poll, and it had news (a new status, parts "
                 "to fetch; the emulator also bumped `main`, a part of the older taxi layout the "
-                "policy file still serves). After `news`, `wakeup` or `timeout` a waiting app polls again at "
-                "once; this one goes on with plain polls at the interval until its last.",
+                "policy file still serves). After `news`, `wakeup` or `timeout` a waiting app "
+                "polls again at once; this one goes on with plain polls at the interval until "
+                "its last.",
                 during=advanced,
             )
         )
