@@ -51,9 +51,11 @@ class JsonFormatter(logging.Formatter):
 
 
 # a request slower than this is always in the access log (a held waiting poll is not slow: it
-# waits by design, and says so in its X-Mlutp-Wait header)
+# waits by design, and says so in its X-Mlutp-Wait header; that includes one answered
+# `unavailable` when Redis was lost while it was held, where a line each would be a burst of
+# thousands in one instant)
 SLOW_REQUEST_S = 1.0
-HELD_WAITS = frozenset({"wakeup", "timeout", "shutdown"})
+HELD_WAITS = frozenset({"wakeup", "timeout", "shutdown", "unavailable"})
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ MAX_JSON_DEPTH = 16
 # of a known order: body, list, order, echo) plus room; checked on the bytes before decoding,
 # so a skipped field is bounded too and the limit does not depend on the interpreter's stack
 MAX_BODY_DEPTH = 24
-# X-Yandex-UID: 1–128 printable ASCII characters, no spaces or control characters. Checked as
-# received and forwarded as it is, so the id checked is the id used.
 # why a poll that asked to wait was answered when it was (services/orders_state/waiting)
 WAIT_HEADER = "X-Mlutp-Wait"
+# X-Yandex-UID: 1–128 printable ASCII characters, no spaces or control characters. Checked as
+# received and forwarded as it is, so the id checked is the id used.
 USER_ID = re.compile(r"[\x21-\x7e]{1,128}")
 USER_HEADER = "X-Yandex-UID"
 # a request id as forwarded and echoed: the user id's rule, visible ASCII

@@ -89,6 +89,11 @@ def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleO
     """Only what the client itself sent: a stale answer never reveals anything new. Nothing
     may be changed on data the server cannot see."""
     echoed = known.extras.get("created_at")
+    placing = isinstance(echoed, str) and created_instant(echoed) is not None
+    echo = without_answer_fields(known.extras)
+    if echoed is not None and not placing:
+        # not one that places the order, but the client's own field: echoed like the rest
+        echo["created_at"] = echoed
     return StaleOrder(
         orderid=known.order.orderid,
         service=known.order.service,
@@ -96,8 +101,8 @@ def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleO
         tags=dict(known.order.tags),
         need_request=[],
         change_capabilities=unavailable_capabilities(capabilities),
-        created_at=echoed if isinstance(echoed, str) and created_instant(echoed) else None,
-        echo=without_answer_fields(known.extras),
+        created_at=echoed if placing and isinstance(echoed, str) else None,
+        echo=echo,
     )
 
 
@@ -176,10 +181,11 @@ class OrdersStateEngine:
         versions: Mapping[str, str],
         headers: dict[str, str],
         at_least: Mapping[str, str],
-    ) -> dict[str, SourceResponse | None]:
+    ) -> tuple[dict[str, SourceResponse | None], set[str]]:
         """Each served service's source, told the list tag read before the call (`at_least`);
         a service the server does not serve is unavailable for this request (None), like a
-        source that failed."""
+        source that failed. Also the services whose answer this poll shared with another's
+        call (that poll keeps it)."""
         served = [service for service in services if service in self.sources]
         told = self._known_by_source(known, served, versions, int(time.time() * 1000))
         user_id = headers.get(USER_HEADER)
@@ -197,11 +203,16 @@ class OrdersStateEngine:
 
         results = await asyncio.gather(*(ask(service) for service in served))
         answers: dict[str, SourceResponse | None] = dict.fromkeys(services)
+        shared: set[str] = set()
         for service, (result, joined) in zip(served, results, strict=True):
-            outcome = "coalesced" if joined else "ok" if result else "unavailable"
-            self.metrics.sources.labels(service, outcome).inc()
+            outcome = "ok" if result else "unavailable"
+            self.metrics.sources.labels(
+                service, f"coalesced_{outcome}" if joined else outcome
+            ).inc()
             answers[service] = result
-        return answers
+            if joined:
+                shared.add(service)
+        return answers, shared
 
     async def _stored_tags(
         self,
@@ -349,7 +360,7 @@ class OrdersStateEngine:
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
         # the list tag read before each source is asked: it serves data at least that new
         list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
-        asked = await self._query_sources(
+        asked, shared = await self._query_sources(
             [s for s in services if s not in kept], known, versions, headers, list_tags
         )
         sources: dict[str, SourceResponse | None] = {**asked, **kept}
@@ -390,12 +401,18 @@ class OrdersStateEngine:
         if user_id:
             # a lagging answer is used for this poll alone: kept, it would stand for the
             # source under a tag whose data it does not show, longer than the created grace
+            # by the poll that made the call alone: those that shared it would write it again
             self.listings.keep(
                 user_id,
                 read,
-                {s: a for s, a in asked.items() if s in current and s in listed_services},
+                {
+                    s: a
+                    for s, a in asked.items()
+                    if s in current and s in listed_services and s not in shared
+                },
             )
-        creatable = {key for key in keys if key.service in current}
+        # a kept answer was current when it was asked; a lagging one's orders get no tags
+        creatable = {key for key in keys if key.service in current or key.service in kept}
         stored = await self._stored_tags(keys, read, creatable, user_id)
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)

@@ -14,7 +14,8 @@ class BffMetrics:
         self.sources = Counter(
             "mlutp_order_source_calls",
             "Order source answers by outcome: ok and unavailable (asked), kept (a kept answer "
-            "stood for the source), coalesced (shared a call of the same user in flight)",
+            "stood for the source), coalesced_ok and coalesced_unavailable (shared a call of "
+            "the same user in flight)",
             ["service", "outcome"],
             registry=registry,
         )

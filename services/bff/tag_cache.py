@@ -69,9 +69,10 @@ class TagCache:
 
     @property
     def available(self) -> bool:
-        """The cache answered the last call made to it (or none failed yet): a poll held on
-        its last look may trust that look's tags."""
-        return self.unavailable_since_ms is None and not self.circuit.is_open
+        """The cache is not found down (its circuit is closed): a poll held on its last look
+        may go on waiting. One failed call is not "down": a poll woken by real news then would
+        answer its last look, with no news, and the news would wait a degraded interval."""
+        return not self.circuit.is_open
 
     def state(self, stored: StoredTags | None) -> CacheState:
         """What a poll that read `stored` knows of the cache."""

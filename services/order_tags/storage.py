@@ -228,10 +228,13 @@ class TagStore:
                 await pool.release(connection)
 
     async def _run(self, operation: Callable[[], Awaitable[T]], *, hedge: bool = True) -> T:
-        """`operation` within the deadline, hedged unless `hedge` is False: for a call whose
-        answer a second run would change (a delete's "deleted"). Every other call may run
-        twice: reads, and writes that write the same again (a read's force count is the one
-        exception: counted twice it honours fewer forces, never more)."""
+        """`operation` within the deadline, hedged unless `hedge` is False. A hedge's losing
+        attempt may still run, late: TCP resends its lost packet after 200 ms or more. So only
+        calls that may run twice and late are hedged: reads (a read's force count is the one
+        exception: counted twice it honours fewer forces, never more) and writes a late run
+        cannot undo (a create only where absent, a kept answer under its own tag). A delete's
+        answer would change, and a late set, bump or list bump would put back a tag a newer
+        write replaced: a client holding it would never fetch the newer data."""
         try:
             async with asyncio.timeout(self.deadline_s):
                 if hedge:
@@ -326,7 +329,7 @@ class TagStore:
             await self._bump_list_script(keys=[key], args=[tag, self.ttl_s, int(self.publish)])
             return tag
 
-        return await self._run(operation)
+        return await self._run(operation, hedge=False)
 
     async def keep_answers(self, entries: Sequence[KeptEntry]) -> None:
         """Sources' answers (each with the list tag it is kept under), each for its max age:
@@ -371,7 +374,7 @@ class TagStore:
             tags, _, _ = split_created(dict(zip(flat[::2], flat[1::2], strict=True)))
             return tags or {}
 
-        return await self._run(operation)
+        return await self._run(operation, hedge=False)
 
     async def create_many(
         self, orders: Sequence[tuple[OrderKey, Sequence[str], str | None]]

@@ -29,6 +29,8 @@ def test_a_slow_request_is_written_but_a_held_waiting_poll_is_not_slow():
     assert access.writes(200, 1.5, "news")  # answered at once, and it took long: slow
     assert not access.writes(200, 20.0, "timeout")
     assert not access.writes(200, 3.0, "wakeup")
+    # held, then answered as Redis was lost: one line each would be a burst of thousands
+    assert not access.writes(200, 12.0, "unavailable")
 
 
 def test_a_share_of_the_rest_is_written():
