@@ -411,8 +411,10 @@ class OrdersStateEngine:
                     if s in current and s in listed_services and s not in shared
                 },
             )
-        # a kept answer was current when it was asked; a lagging one's orders get no tags
-        creatable = {key for key in keys if key.service in current or key.service in kept}
+        # only a just-asked current answer's orders get missing tags: a kept answer may list an
+        # order that has finished since (its tags deleted, its list bump not read yet), and
+        # tags made for it again would also open its created grace, showing it for 10 s more
+        creatable = {key for key in keys if key.service in current}
         stored = await self._stored_tags(keys, read, creatable, user_id)
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
