@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.bff.engine import EngineConfig
 from shared.config import DEFAULT_EMULATOR_URL, DEFAULT_ORDER_TAGS_URL, ServiceSettings
 from shared.http import Protection
 from shared.policy import DEFAULT_POLICY_PATH, PollingPolicy
@@ -190,6 +191,18 @@ class ProtocolSettings(BaseSettings):
         return TagTimings(
             min_ttl_ms=int(self.min_ttl_s * 1000),
             degraded_min_ttl_ms=int(self.degraded_min_ttl_s * 1000),
+        )
+
+    def engine_config(self, policy: PollingPolicy) -> EngineConfig:
+        """The poll engine's config, from these settings: one home for the mapping (the
+        services and the simulation build their engines with it)."""
+        return EngineConfig(
+            timings=self.timings(),
+            interval=self.interval_rules(policy),
+            force_per_order_per_minute=self.force_per_order_per_minute,
+            list_tags=self.list_tags,
+            list_max_age_ms=int(self.list_max_age_s * 1000),
+            created_grace_ms=int(self.created_grace_s * 1000),
         )
 
     def interval_rules(self, policy: PollingPolicy) -> IntervalRules:

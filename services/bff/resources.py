@@ -24,7 +24,7 @@ from aiohttp import web
 
 from services.bff.admission import Admission
 from services.bff.config import LEGACY_PART_TYPE, BffSettings
-from services.bff.engine import EngineConfig, OrdersStateEngine
+from services.bff.engine import OrdersStateEngine
 from services.bff.fetch_memo import FetchMemo
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
@@ -164,14 +164,7 @@ def engine_ctx(settings: BffSettings) -> CleanupContext:
             policy,
             needs(app, SOURCES, "the engine"),
             needs(app, TAG_CACHE, "the engine"),
-            EngineConfig(
-                timings=protocol.timings(),
-                interval=protocol.interval_rules(policy),
-                force_per_order_per_minute=protocol.force_per_order_per_minute,
-                list_tags=protocol.list_tags,
-                list_max_age_ms=int(protocol.list_max_age_s * 1000),
-                created_grace_ms=int(protocol.created_grace_s * 1000),
-            ),
+            protocol.engine_config(policy),
             app[BFF_METRICS],
             overload=needs(app, ADMISSION, "the engine").overload,
         )
