@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -46,15 +47,18 @@ class LegacyClient:
     async def _post(self, url: str, body: dict[str, Any], *, poll: bool) -> tuple[int, Any]:
         started = time.monotonic()
         self.stats.requests += 1
+        # encoded here, as aiohttp's json= would, to count the bytes sent
+        sent = json.dumps(body).encode()
         try:
             async with self.session.post(
                 url,
-                json=body,
-                headers={"X-Yandex-UID": self.user_id},
+                data=sent,
+                headers={"X-Yandex-UID": self.user_id, "Content-Type": "application/json"},
                 timeout=aiohttp.ClientTimeout(total=5),
             ) as response:
                 payload = await response.read()
                 self.stats.received(url, len(payload))
+                self.stats.exchanged(response, sent, payload)
                 if poll:
                     self.stats.poll_latencies.append(time.monotonic() - started)
                 if response.status != 200:

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDict
 
+from client.wire_bytes import WireBytes, request_line, status_line
+
 
 @dataclass
 class ClientStats:
@@ -29,10 +31,37 @@ class ClientStats:
     part_requests: int = 0
     # answer bytes by the request's path: which requests the bytes to the app are
     bytes_by_path: Counter[str] = field(default_factory=Counter)
+    # both ways, as they cross a mobile network behind a gzipping gateway: wire_bytes.KINDS
+    wire: Counter[str] = field(default_factory=Counter)
+    # gzipped bodies and headers, both ways, by "<path> <status>": which exchanges cost most
+    wire_by_exchange: Counter[str] = field(default_factory=Counter)
 
     def received(self, url: str, size: int) -> None:
         self.bytes_received += size
         self.bytes_by_path[urlsplit(url).path] += size
+
+    def exchanged(self, response: aiohttp.ClientResponse, sent: bytes, payload: bytes) -> None:
+        """Count one exchange's bytes both ways: `sent` the request body, `payload` the
+        answer's body; the header blocks are the ones the client and the server wrote."""
+        info = response.request_info
+        request = WireBytes.of(
+            request_line(info.method, info.url.raw_path_qs), info.headers.items(), sent
+        )
+        answer = WireBytes.of(
+            status_line(response.status, response.reason), response.raw_headers, payload
+        )
+        for kind, size in (
+            ("request_body", request.body),
+            ("request_body_gzip", request.body_gzip),
+            ("request_headers", request.headers),
+            ("response_body", answer.body),
+            ("response_body_gzip", answer.body_gzip),
+            ("response_headers", answer.headers),
+        ):
+            self.wire[kind] += size
+        self.wire_by_exchange[f"{info.url.path} {response.status}"] += (
+            request.body_gzip + request.headers + answer.body_gzip + answer.headers
+        )
 
 
 @dataclass(frozen=True)
@@ -169,14 +198,17 @@ class Transport:
         answer)."""
         started = time.monotonic()
         self.stats.requests += 1
+        # encoded here, as aiohttp's json= would, to count the bytes sent
+        sent = json.dumps(body).encode()
         try:
             async with self.session.post(
                 url,
-                json=body,
-                headers={**self.headers, **(headers or {})},
+                data=sent,
+                headers={**self.headers, "Content-Type": "application/json", **(headers or {})},
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s),
             ) as response:
                 payload = await response.read()
+                self.stats.exchanged(response, sent, payload)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.stats.errors += 1
             # refused or dropped, not slow: a timeout asked again elsewhere would double it

@@ -79,3 +79,9 @@ class PhaseResult:
     # from an order's creation elsewhere to its client holding it (created_elsewhere > 0)
     created_elsewhere_freshness_s: dict[str, float] = field(default_factory=dict)
     created_elsewhere_measured: int = 0
+    # bytes both ways per client-minute as they cross a mobile network behind a gzipping
+    # gateway (client.wire_bytes): each of client.transport.WIRE_KINDS, and the sums `raw`
+    # (bodies as sent), `gzip` (bodies gzipped) and `gzip_headers` (gzip with both header blocks)
+    wire_bytes_per_client_minute: dict[str, float] = field(default_factory=dict)
+    # gzip_headers per client-minute by "<path> <status>", the costliest first
+    wire_bytes_per_client_minute_by_exchange: dict[str, float] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from client.client import MlutpClient
 from client.legacy import LegacyClient
 from client.model import ClientOptions
 from client.transport import ClientStats
+from client.wire_bytes import wire_totals
 from devtools.loadtest.config import (
     FRESHNESS_CUTOFF_S,
     HEAVY_TARGETS,
@@ -200,6 +201,9 @@ async def run_phase(
             elsewhere_delays.append(delay)
         points.append((round(change["at"] - started, 3), round(delay, 3)))
     seconds = ended - started
+    client_minutes = len(clients) * seconds / 60
+    wire = sum((c.stats.wire for c in clients), Counter[str]())
+    by_exchange = sum((c.stats.wire_by_exchange for c in clients), Counter[str]())
     latencies = [lat for c in clients for lat in c.stats.poll_latencies]
     recovery_s: float | None = None
     if fault is not None:
@@ -247,4 +251,11 @@ async def run_phase(
         },
         created_elsewhere_freshness_s=percentiles(elsewhere_delays) if elsewhere_delays else {},
         created_elsewhere_measured=len(elsewhere_delays),
+        wire_bytes_per_client_minute={
+            kind: round(size / client_minutes, 1) for kind, size in wire_totals(wire).items()
+        },
+        wire_bytes_per_client_minute_by_exchange={
+            exchange: round(size / client_minutes, 1)
+            for exchange, size in by_exchange.most_common()
+        },
     )

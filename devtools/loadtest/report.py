@@ -7,7 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from client.wire_bytes import GZIP_LEVEL, GZIP_MIN_LENGTH
 from devtools.loadtest.config import PhaseResult
+
+# the sums of client.wire_bytes.wire_totals compared with legacy
+WIRE_RATIOS = ("raw", "gzip", "gzip_headers")
+# the costliest exchanges a phase's bytes table names
+TOP_EXCHANGES = 6
 
 
 def _ratio(new: float, legacy: float) -> float | None:
@@ -29,6 +35,13 @@ def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
             new.bytes_per_client_minute, legacy.bytes_per_client_minute
         )
         result[f"{prefix}freshness_p95"] = _ratio(new.freshness_s["p95"], legacy.freshness_s["p95"])
+        # both ways, behind a gzipping gateway (client.wire_bytes): as sent, gzipped, and
+        # gzipped with the header blocks (a 304's among them)
+        for kind in WIRE_RATIOS:
+            result[f"{prefix}{kind}_bytes_per_client_minute"] = _ratio(
+                new.wire_bytes_per_client_minute.get(kind, 0.0),
+                legacy.wire_bytes_per_client_minute.get(kind, 0.0),
+            )
     for name in ("mlutp_redis_down", "mlutp_wait_redis_down"):
         if name in phases:
             result[f"{name.removeprefix('mlutp_')}_heavy_calls_per_order_minute"] = _ratio(
@@ -80,12 +93,20 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]
         split = "  ".join(f"{p} {b:.0f}" for p, b in phase.bytes_per_client_minute_by_path.items())
         lines.append(f"  {phase.name:<22}{split}")
     lines.append("")
+    lines.extend(wire_table(phases))
+    lines.append("")
     goals = {
         "heavy_calls_per_order_minute": "goal <= 0.2",
         "bytes_per_client_minute": "goal <= 0.1",
         "freshness_p95": "goal <= 1.0",
         "wait_heavy_calls_per_order_minute": "goal <= the mlutp figure",
         "wait_bytes_per_client_minute": "goal <= 0.03",
+        "gzip_headers_bytes_per_client_minute": "goal <= 0.2",
+        "wait_gzip_headers_bytes_per_client_minute": "goal <= 0.1",
+        "raw_bytes_per_client_minute": "bodies both ways as sent, beside gzip",
+        "wait_raw_bytes_per_client_minute": "bodies both ways as sent, beside gzip",
+        "gzip_bytes_per_client_minute": "bodies both ways gzipped, no headers",
+        "wait_gzip_bytes_per_client_minute": "bodies both ways gzipped, no headers",
         "wait_freshness_p95": "absolute goal: p95 <= 1.0 s, p50 <= 0.3 s",
         "redis_down_heavy_calls_per_order_minute": "goal <= 1.0",
         "wait_redis_down_heavy_calls_per_order_minute": "goal <= 1.0",
@@ -95,6 +116,30 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]
         goal = goals.get(key, "goal <= 1.0: the legacy rate, in the worst 5-s window")
         lines.append(f"new / legacy {key:<42} {shown}   ({goal})")
     return "\n".join(lines)
+
+
+def wire_table(phases: dict[str, PhaseResult]) -> list[str]:
+    """Bytes both ways per client-minute as they cross a mobile network behind a gateway
+    gzipping at level GZIP_LEVEL, each phase's bodies and headers, and its costliest
+    exchanges."""
+    lines = [
+        f"bytes/client-min both ways behind a gzip gateway (level {GZIP_LEVEL}, bodies from "
+        f"{GZIP_MIN_LENGTH} B; headers as HTTP/1.1 text, a 304's too):",
+        f"  {'phase':<22}{'raw bodies':>12}{'gzip bodies':>13}{'req headers':>13}"
+        f"{'resp headers':>14}{'gzip+headers':>14}",
+    ]
+    for phase in phases.values():
+        wire = phase.wire_bytes_per_client_minute
+        lines.append(
+            f"  {phase.name:<22}{wire.get('raw', 0):>12.0f}{wire.get('gzip', 0):>13.0f}"
+            f"{wire.get('request_headers', 0):>13.0f}{wire.get('response_headers', 0):>14.0f}"
+            f"{wire.get('gzip_headers', 0):>14.0f}"
+        )
+    lines.append("  the costliest exchanges (gzip+headers/client-min by path and status):")
+    for phase in phases.values():
+        top = list(phase.wire_bytes_per_client_minute_by_exchange.items())[:TOP_EXCHANGES]
+        lines.append(f"  {phase.name:<22}" + "  ".join(f"{e} {b:.0f}" for e, b in top))
+    return lines
 
 
 def write_plots(phases: dict[str, PhaseResult], out_dir: Path) -> list[str]:

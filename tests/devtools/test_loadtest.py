@@ -55,6 +55,16 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
             phase["bytes_per_client_minute"], abs=0.1 * len(by_path) + 0.1
         )
     assert "/3.0/taxiontheway" in written["phases"]["legacy"]["bytes_per_client_minute_by_path"]
+    for phase in written["phases"].values():
+        wire = phase["wire_bytes_per_client_minute"]
+        # the bodies the app received as sent are today's figure; the headers are on top
+        assert wire["response_body"] == pytest.approx(phase["bytes_per_client_minute"], abs=0.2)
+        assert wire["gzip_headers"] > wire["gzip"] > 0
+        assert wire["response_headers"] > 0 and wire["request_headers"] > 0
+        assert sum(phase["wire_bytes_per_client_minute_by_exchange"].values()) == pytest.approx(
+            wire["gzip_headers"],
+            abs=0.1 * len(phase["wire_bytes_per_client_minute_by_exchange"]) + 0.1,
+        )
     for name in ("mlutp", "mlutp_wait"):
         assert (
             "/mlutp/v1/orders/state" in written["phases"][name]["bytes_per_client_minute_by_path"]
@@ -66,6 +76,13 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         "wait_heavy_calls_per_order_minute",
         "wait_bytes_per_client_minute",
         "wait_freshness_p95",
+        # bytes both ways behind a gzipping gateway: as sent, gzipped, gzipped with headers
+        "raw_bytes_per_client_minute",
+        "gzip_bytes_per_client_minute",
+        "gzip_headers_bytes_per_client_minute",
+        "wait_raw_bytes_per_client_minute",
+        "wait_gzip_bytes_per_client_minute",
+        "wait_gzip_headers_bytes_per_client_minute",
         "redis_down_heavy_calls_per_order_minute",
         "wait_redis_down_heavy_calls_per_order_minute",
         # the worst 5-s window of each phase against the legacy rate
@@ -96,6 +113,8 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
     assert "new / legacy heavy_calls_per_order_minute" in out
     assert "src/cl-min" in out and "elsewhere p95" in out
     assert "bytes/client-min by request path" in out
+    assert "new / legacy wait_gzip_headers_bytes_per_client_minute" in out
+    assert "bytes/client-min both ways behind a gzip gateway" in out
     assert "mlutp_redis_down" in out
 
 
