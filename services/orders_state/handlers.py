@@ -17,6 +17,7 @@ from shared import wire
 from shared.answer import encode_orders
 from shared.policy import PartEndpoint
 from shared.protocol.etag import body_etag, not_modified
+from shared.protocol.policy_versions import versions_to_tell
 from shared.upstream_wire import RouteRequest
 from shared.web import JSON_CONTENT_TYPE, json_response, read_json
 
@@ -43,7 +44,8 @@ async def orders_state(request: web.Request) -> web.Response:
         StateResponse(
             encode_orders(answer.result.orders),
             answer.result.allowed_changes,
-            answer.result.policy_versions,
+            # only what the client must change of what it named: not every poll's bytes
+            versions_to_tell(answer.result.policy_versions, body.policy_versions),
         )
     )
     etag = body_etag(payload)

@@ -78,3 +78,13 @@ def versions_to_hold(policy: PollingPolicy, held: Mapping[str, str]) -> dict[str
         )
         for service, version in held.items()
     }
+
+
+def versions_to_tell(to_hold: Mapping[str, str], named: Mapping[str, str]) -> dict[str, str]:
+    """The `policy_versions` of an orders/state answer (docs/protocol.md: Policy changes):
+    only the services whose version the client is to hold and did not name in its request,
+    all of them when it named none. A client that holds the right versions is not sent them
+    again on every poll; one told a version it does not hold launches again."""
+    return {
+        service: version for service, version in to_hold.items() if named.get(service) != version
+    }

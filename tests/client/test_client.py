@@ -85,6 +85,34 @@ async def test_an_unchanged_order_costs_one_poll_and_no_part_request(
     assert client.stats.part_requests == parts_before
 
 
+async def test_a_client_keeps_the_policy_versions_it_holds_when_a_poll_names_none(
+    make_client: Callable[[str], MlutpClient],
+    bff_urls: tuple[str, str],
+    emulator: TestClient,
+    unique: str,
+):
+    await create_order_id(emulator, unique, status="driving")
+    client = make_client(unique)
+    await client.launch()
+    held = dict(client.policy_versions)
+    assert held
+    # the server tells a client naming the right versions none of them (Policy changes)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{bff_urls[1]}/mlutp/v1/orders/state",
+            json={"supported_services": list(held), "policy_versions": held},
+            headers={"X-Yandex-UID": unique},
+        ) as response,
+    ):
+        assert (await response.json())["policy_versions"] == {}
+    requests = client.stats.requests
+    await client.cycle()
+    await client.cycle()
+    assert client.stats.requests == requests + 2  # the polls alone: no launch again
+    assert client.policy_versions == held
+
+
 async def test_a_part_added_to_a_live_order_is_fetched_once_then_not_until_it_changes(
     make_client: Callable[[str], MlutpClient],
     emulator: TestClient,

@@ -28,6 +28,7 @@ class Server {
     this.hold = new Map(); // part name → a promise its answers wait for
     this.failing = new Set(); // part names answered with an error
     this.shedding = false; // orders/state answered 503, as admission control sheds a poll
+    this.versions = { taxi: "v1", grocery: "v1" }; // the policy versions a client is to hold
     this.fetch = this.fetch.bind(this);
   }
 
@@ -73,15 +74,19 @@ class Server {
     if (path === "/4.0/launch") {
       const state = {
         orders: this.state(body.known_orders), allowed_changes: {},
-        polling_policy: RULES, policy_versions: { taxi: "v1", grocery: "v1" },
+        polling_policy: RULES, policy_versions: { ...this.versions },
       };
       return json({ mlutp_orders_state: state });
     }
     if (path === "/mlutp/v1/orders/state") {
       if (this.shedding) return json({ code: "overloaded" }, { "Retry-After": "2" }, 503);
+      // only the versions to hold the poll did not name (docs/protocol.md: Policy changes)
+      const named = body.policy_versions || {};
       const answer = {
         orders: this.state(body.known_orders), allowed_changes: {},
-        policy_versions: { taxi: "v1", grocery: "v1" },
+        policy_versions: Object.fromEntries(
+          Object.entries(this.versions).filter(([service, version]) => named[service] !== version),
+        ),
       };
       const etag = `"${JSON.stringify(answer).length}-${JSON.stringify(answer.orders).length}"`;
       if (init.headers["If-None-Match"] === etag) return new Response(null, { status: 304, headers: { ETag: etag } });
@@ -320,4 +325,23 @@ test("after an expired part the next poll waits the interval, not at once", asyn
   assert.equal(client.lastAnswer.waited, "news");
   // the loop's rule: news would poll at once, but not after a part that came back expired
   assert.equal(client.partsFailed, true);
+});
+
+test("a client keeps the policy versions it holds when a poll's answer names none", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  await client.cycle();
+  const [, second] = server.requests("/mlutp/v1/orders/state");
+  assert.deepEqual(second.body.policy_versions, { taxi: "v1", grocery: "v1" });
+  assert.equal(server.requests("/4.0/launch").length, 1); // nothing told: no launch again
+  assert.deepEqual(client.policyVersions, { taxi: "v1", grocery: "v1" });
+  // a version it is told is named alone, and the client launches again to hold it
+  server.versions = { taxi: "v2", grocery: "v1" };
+  await client.cycle();
+  assert.equal(server.requests("/4.0/launch").length, 2);
+  assert.deepEqual(server.requests("/4.0/launch")[1].body.policy_versions, { taxi: "v2", grocery: "v1" });
+  assert.deepEqual(client.policyVersions, { taxi: "v2", grocery: "v1" });
 });

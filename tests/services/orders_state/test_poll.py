@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 from aiohttp.test_utils import TestClient
@@ -217,6 +219,29 @@ async def test_every_answer_names_the_policy_version_served_of_each_queried_serv
     assert polled["policy_versions"] == expected
     _, launched, _ = await poll(launch, unique, body, "/4.0/launch")
     assert launched["mlutp_orders_state"]["policy_versions"] == expected
+
+
+async def test_a_poll_is_told_only_the_versions_it_did_not_name_all_when_it_named_none(
+    orders_state: TestClient, launch: TestClient, unique: str
+):
+    taxi, eats = POLICY.version("taxi"), POLICY.version("eats")
+    asked: dict[str, Any] = {"supported_services": ["taxi", "eats"]}
+    _, polled, _ = await poll(orders_state, unique, asked)
+    assert polled["policy_versions"] == {"taxi": taxi, "eats": eats}
+    # a client that holds the right versions is not sent them again on every poll
+    held = {**asked, "policy_versions": {"taxi": taxi, "eats": eats}}
+    _, polled, _ = await poll(orders_state, unique, held)
+    assert polled["policy_versions"] == {}
+    # a service it did not name, or named at a version it is not to hold, is sent
+    _, polled, _ = await poll(
+        orders_state, unique, {**asked, "policy_versions": {"taxi": "0123456789"}}
+    )
+    assert polled["policy_versions"] == {"taxi": taxi, "eats": eats}
+    _, polled, _ = await poll(orders_state, unique, {**asked, "policy_versions": {"taxi": taxi}})
+    assert polled["policy_versions"] == {"eats": eats}
+    # launch hands out every version it serves, beside their rules
+    _, launched, _ = await poll(launch, unique, held, "/4.0/launch")
+    assert launched["mlutp_orders_state"]["policy_versions"] == {"taxi": taxi, "eats": eats}
 
 
 async def test_missing_tags_are_created_before_answering(

@@ -5,7 +5,7 @@ changes) words it, on the two files of a rollout: the old one announcing the nex
 from __future__ import annotations
 
 from shared.policy import Stage
-from shared.protocol.policy_versions import held_version, version_to_hold
+from shared.protocol.policy_versions import held_version, version_to_hold, versions_to_tell
 from shared.protocol.tags import encode_tag
 
 A, B, C = "aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc"
@@ -71,3 +71,25 @@ def test_a_client_alternating_between_the_files_moves_at_most_once():
                 switches += 1
         assert holds == B
         assert switches <= 1
+
+
+# An answer's policy_versions names only the services whose version the client is to hold and
+# did not name in its request (all of them when it named none).
+
+
+def test_a_client_that_holds_the_right_versions_is_not_sent_them_again():
+    assert versions_to_tell({"taxi": A, "eats": B}, {"taxi": A, "eats": B}) == {}
+
+
+def test_a_client_that_named_none_is_sent_every_version_to_hold():
+    assert versions_to_tell({"taxi": A, "eats": B}, {}) == {"taxi": A, "eats": B}
+
+
+def test_only_the_services_whose_version_the_client_did_not_name_are_sent():
+    # eats: named another version (deprecated here); grocery: not named at all
+    to_hold = {"taxi": A, "eats": B, "grocery": C}
+    assert versions_to_tell(to_hold, {"taxi": A, "eats": A}) == {"eats": B, "grocery": C}
+
+
+def test_a_named_service_the_answer_holds_nothing_of_is_not_sent():
+    assert versions_to_tell({"taxi": A}, {"taxi": A, "lavka": B}) == {}
