@@ -1,6 +1,6 @@
-"""A taxi policy rollout, as files (README: Rolling out a policy change): the next layout of the
-taxi parts and the policy file of each deploy on the way to it. The conformance kit changes a
-running stack's policy with them; the tests roll fleets over them."""
+"""A taxi policy rollout, as files (docs/operating.md: Rolling out a policy change): the next
+layout of the taxi parts and the policy file of each deploy on the way to it. The conformance
+kit changes a running stack's policy with them; the tests roll fleets over them."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:
     plots = write_plots(phases, config.out_dir)
     report = {
         "config": {**asdict(config), "out_dir": str(config.out_dir)},
-        "profile": "EMULATOR_DRIVER_* defaults (README: the change profile)",
+        "profile": "EMULATOR_DRIVER_* defaults (docs/development.md: The change profile)",
         "phases": {name: asdict(phase) for name, phase in phases.items()},
         "ratios_new_over_legacy": ratio,
         "plots": plots,

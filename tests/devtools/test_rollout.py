@@ -1,8 +1,9 @@
-"""A policy rollout on a fleet mid-deploy (docs/protocol.md: Policy changes; README: Rolling out
-a policy change): two orders_state and two launch processes, replica 0 on one policy file and
-replica 1 on the next, and a reference client taken in turn between them request by request,
-as a balancer does. Whatever the pair, the client switches version at most once, fetches each
-part of each version once, launches at most twice, and a change made mid-rollout reaches it."""
+"""A policy rollout on a fleet mid-deploy (docs/protocol.md: Policy changes; docs/operating.md:
+Rolling out a policy change): two orders_state and two launch processes, replica 0 on one
+policy file and replica 1 on the next, and a reference client taken in turn between them
+request by request, as a balancer does. Whatever the pair, the client switches version at most
+once, fetches each part of each version once, launches at most twice, and a change made
+mid-rollout reaches it."""
 
 from __future__ import annotations
 

@@ -24,16 +24,21 @@ DEFAULTS = {
 }
 
 
-def first_block(section_title: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split(f"\n## {section_title}\n", 1)[1].split("\n## ", 1)[0]
+def first_block(document: str, heading: str) -> str:
+    """The first sh block under `heading` (its `#` marks included) of a Markdown file."""
+    text = (ROOT / document).read_text()
+    marks = heading.split(" ", 1)[0]
+    # the section ends at the next heading of its level or above, short of a title: a line
+    # `# ...` inside an sh block is a shell comment, and the title is the document's first line
+    section = text.split(f"\n{heading}\n", 1)[1]
+    section = re.split(rf"\n#{{2,{len(marks)}}} ", section, maxsplit=1)[0]
     match = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert match, f"README's {section_title} section has no sh block"
+    assert match, f"{document}'s {heading!r} section has no sh block"
     return match.group(1)
 
 
 def walkthrough() -> str:
-    return first_block("Try it")
+    return first_block("README.md", "## Try it")
 
 
 @pytest.fixture
@@ -74,11 +79,14 @@ def test_the_walkthrough_runs_as_pasted(stack: StackProcess):
 
 
 def test_the_poll_and_part_examples_run_after_the_walkthrough(stack: StackProcess):
-    """README's poll and part examples go on from the walkthrough's variables: each answers
-    200 about the user's own order (no placeholder left in them, no other user's order)."""
+    """docs/operating.md's poll and part examples go on from the README walkthrough's variables:
+    each answers 200 about the user's own order (no placeholder left in them, no other user's
+    order)."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed: the examples use it")
-    examples = first_block("The poll") + first_block("Part endpoints")
+    examples = first_block("docs/operating.md", "### The poll") + first_block(
+        "docs/operating.md", "### Part endpoints"
+    )
     script = walkthrough() + "echo ----\n" + examples
     for name, default in DEFAULTS.items():
         script = script.replace(default, stack.url(name))
