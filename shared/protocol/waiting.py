@@ -1,10 +1,14 @@
 """The waiting poll's decisions (docs/protocol.md: Waiting poll): what is news for the client, how
-long a poll may wait, and the interval of a poll shed past the cap of waiting polls."""
+long a poll may wait, whether a poll answers now and why (its verdict), and the interval of a
+poll shed past the cap of waiting polls or answered as Redis was lost."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Protocol
 
 from shared.answer import AnsweredOrder, StaleOrder
 from shared.wire import OrderKey
@@ -65,3 +69,118 @@ def lost_cache_interval_ms(
     over it instead of as one storm on the sources."""
     degraded = interval_ms * degraded_factor
     return int(min(max_ms, degraded + rng.uniform(0, spread_ms)))
+
+
+class WaitCause(StrEnum):
+    """Why a poll that asked to wait was answered when it was (the X-Mlutp-Wait header).
+    After news, wakeup, timeout or shutdown the client may poll again at once; after
+    unavailable or shed it polls at the interval, as without waiting."""
+
+    NEWS = "news"  # news at once, no wait
+    WAKEUP = "wakeup"  # news after a wake-up or the min TTL
+    TIMEOUT = "timeout"  # the wait ended without news
+    UNAVAILABLE = "unavailable"  # cannot wait now: tag cache, a source or pub/sub is down
+    SHED = "shed"  # past the cap of waiting polls
+    SHUTDOWN = "shutdown"  # the process is stopping
+
+
+class Moment(Enum):
+    """Where a waiting poll stands when its verdict is asked."""
+
+    # a look of a poll not held yet (its first, or one more once it listens to all its orders)
+    LOOKED = "looked"
+    # a look after a hold: news now is a wake-up's
+    LOOKED_AGAIN = "looked again"
+    # about to be held on its last look, which had no news
+    HOLDING = "holding"
+    # its hold ended by its doorbell: a wake-up (or wake-ups lost, or the process stopping)
+    RUNG = "rung"
+    # its hold ended as the min TTL lets a change it held back through
+    DUE = "due"
+    # its hold ended at the wait's end
+    ENDED = "ended"
+
+
+class Look(Protocol):
+    """What the verdict reads of one look (sources and tags) of the poll."""
+
+    @property
+    def orders(self) -> Sequence[AnsweredOrder]: ...
+
+    @property
+    def policy_changed(self) -> bool: ...
+
+    @property
+    def cannot_wait(self) -> bool:
+        """The tag cache or a source was unavailable or lagging: no wake-up can be trusted."""
+        ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer now, with the poll's last look."""
+
+    cause: WaitCause
+    # a held poll answered as the tag cache or pub/sub was lost: its interval is
+    # lost_cache_interval_ms, not the look's
+    redis_lost: bool = False
+
+
+class KeepWaiting(Enum):
+    """Not yet: after a look the poll is held, after a hold it looks again."""
+
+    KEEP_WAITING = "keep waiting"
+
+
+KEEP_WAITING = KeepWaiting.KEEP_WAITING
+
+Verdict = Answer | KeepWaiting
+
+
+def waiting_verdict(
+    moment: Moment,
+    look: Look,
+    known_statuses: Mapping[OrderKey, str],
+    *,
+    may_wait: bool,
+    tag_cache_up: bool,
+    shutting_down: bool,
+    time_left_s: float,
+    room: bool = True,
+) -> Verdict:
+    """Whether a poll that asked to wait answers now, and why, or waits on.
+
+    `look` is the poll's last look and `known_statuses` the client's orders as it sent them.
+    `may_wait`: wake-ups work now (the pub/sub connection is up; false for a poll that could
+    not listen); `tag_cache_up`: the tag cache's circuit is closed; `time_left_s`: of the
+    poll's wait; `room`: below the caps of waiting polls (the process's, the user's).
+
+    A look with news answers at once (`news`), or after a hold `wakeup`; one that cannot
+    wait, or made when the process cannot, answers `unavailable` (`shutdown` once the
+    process stops). A look after a hold with no news answers at the wait's end (`timeout`),
+    or holds the poll again. A held poll answers its last look with no new look on shutdown,
+    when the tag cache or pub/sub is lost (`unavailable`, its interval spread) and at the
+    wait's end (`timeout`); a woken one checks all that before it looks again."""
+    if moment in (Moment.LOOKED, Moment.LOOKED_AGAIN):
+        if look.cannot_wait or not may_wait or shutting_down:
+            return Answer(WaitCause.SHUTDOWN if shutting_down else WaitCause.UNAVAILABLE)
+        if has_news(known_statuses, look.orders, policy_changed=look.policy_changed):
+            return Answer(WaitCause.NEWS if moment is Moment.LOOKED else WaitCause.WAKEUP)
+        if moment is Moment.LOOKED:
+            # held once it listens to all its orders, unless past the caps
+            return KEEP_WAITING if room else Answer(WaitCause.SHED)
+        if time_left_s <= 0:
+            return Answer(WaitCause.TIMEOUT)
+        # no news: held again on this look
+    if shutting_down:
+        return Answer(WaitCause.SHUTDOWN)
+    if not may_wait or not tag_cache_up:
+        # a new look would find the cache down and ask every source, and thousands of held
+        # polls doing so in one instant are a burst no legacy client ever made
+        return Answer(WaitCause.UNAVAILABLE, redis_lost=True)
+    if moment is Moment.ENDED:
+        # the last look had no news, and the client polls again at once: a lost wake-up is
+        # seen by that poll's tags, so looking again here would only double every idle
+        # client's cost (a source call and a tag read per wait)
+        return Answer(WaitCause.TIMEOUT)
+    return KEEP_WAITING

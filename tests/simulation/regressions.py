@@ -6,7 +6,7 @@ simulation finds each (docs/protocol.md: List tags, Waiting poll, Tags and need_
   it was asked, as if current (the fix: only an answer under the tag read is kept,
   shared.protocol.list_tags.answer_current);
 - `held_polls_look_again` (b): a held poll that losing Redis rang looks again, asking every
-  source (the fix: it answers with its last look, WaitingPolls._lost);
+  source (the fix: it answers with its last look, shared.protocol.waiting.waiting_verdict);
 - `kept_ages_unspread` (c): every kept answer lives exactly list_max_age (the fix: each its own
   age between 0.75 and 1 of it, shared.protocol.list_tags.kept_answer_max_age_ms);
 - `force_per_order` (d): force is counted per order, whoever forces it (the fix: per order
@@ -14,18 +14,14 @@ simulation finds each (docs/protocol.md: List tags, Waiting poll, Tags and need_
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import random
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
-from services.bff.engine import LookResult
 from services.orders_state.waiting import polls
-from services.orders_state.waiting.polls import WaitCause, WaitedAnswer, WaitingPolls
-from services.orders_state.waiting.shard import Waiter
+from shared.protocol.waiting import Answer, Look, Moment, Verdict, waiting_verdict
 from shared.wire import ForcedOrder, OrderKey
 
 
@@ -33,50 +29,23 @@ def lagging_answer_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("services.bff.engine.answer_current", lambda *_, **__: True)
 
 
-async def _wait_before_the_fix(
-    self: WaitingPolls,
-    waiter: Waiter,
-    look: Callable[[], Awaitable[LookResult]],
-    result: LookResult,
-    known_statuses: dict[OrderKey, str],
-    ends_at: float,
-    at_once: Callable[[LookResult], WaitedAnswer],
-) -> WaitedAnswer:
-    """WaitingPolls._wait as it was before 1e920c3: a woken poll looks again whatever rang."""
-    loop = asyncio.get_running_loop()
-    while True:
-        if self.shutting_down:
-            return WaitedAnswer(result, WaitCause.SHUTDOWN)
-        if not self._can_wait():
-            return at_once(result)
-        wake_at = ends_at
-        if result.due_at_ms is not None:
-            held_s = (result.due_at_ms - time.time() * 1000) / 1000
-            wake_at = min(wake_at, loop.time() + max(0.0, held_s))
-        await self._set_held(1)
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(wake_at):
-                    await waiter.event.wait()
-        finally:
-            await self._set_held(-1)
-        woken = waiter.event.is_set()
-        if self.shutting_down:
-            return WaitedAnswer(result, WaitCause.SHUTDOWN)
-        if not woken and wake_at >= ends_at:
-            return WaitedAnswer(result, WaitCause.TIMEOUT)
-        waiter.event.clear()
-        result = await look()
-        if result.cannot_wait or not self._can_wait():
-            return at_once(result)
-        if polls._news(known_statuses, result):
-            return WaitedAnswer(result, WaitCause.WAKEUP)
-        if loop.time() >= ends_at:
-            return WaitedAnswer(result, WaitCause.TIMEOUT)
+def _verdict_before_the_fix(
+    moment: Moment, look: Look, known_statuses: Mapping[OrderKey, str], **process: Any
+) -> Verdict:
+    """The waiting verdict as it was before 1e920c3: a woken poll looks again whatever rang,
+    a held poll waits on whatever the tag cache's circuit says, and one answered as pub/sub
+    was lost keeps its look's interval."""
+    if moment in (Moment.RUNG, Moment.DUE, Moment.ENDED):
+        process["may_wait"] = True
+    process["tag_cache_up"] = True
+    verdict = waiting_verdict(moment, look, known_statuses, **process)
+    if isinstance(verdict, Answer) and verdict.redis_lost:
+        return Answer(verdict.cause)
+    return verdict
 
 
 def held_polls_look_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(WaitingPolls, "_wait", _wait_before_the_fix)
+    monkeypatch.setattr(polls, "waiting_verdict", _verdict_before_the_fix)
 
 
 def kept_ages_unspread(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,11 @@ class WaitingMetrics:
             "orders/state polls waiting for a wake-up now",
             registry=registry,
         )
+        self.held = Gauge(
+            "mlutp_polls_held",
+            "orders/state polls held now: listening, looked, nothing to say yet",
+            registry=registry,
+        )
         self.answers = Counter(
             "mlutp_waiting_poll_answers",
             "Answers of polls that asked to wait, by cause (news: at once with news; wakeup: "

@@ -18,9 +18,8 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
 from redis.exceptions import RedisError
 
@@ -32,35 +31,25 @@ from services.orders_state.waiting.ports import Wakeups
 from services.orders_state.waiting.shard import Waiter
 from shared.errors import Overloaded
 from shared.protocol.waiting import (
-    has_news,
+    KEEP_WAITING,
+    Answer,
+    Moment,
+    Verdict,
+    WaitCause,
     lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
+    waiting_verdict,
 )
 from shared.redis import list_channel, tags_channel
-from shared.wire import USER_HEADER, OrderKey
+from shared.wire import USER_HEADER
 
 log = logging.getLogger("mlutp.waiting")
 
 # the answers metric's cause of a poll refused (503) by admission control before it waited
 OVERLOADED = "overloaded"
 
-
-def _news(known_statuses: Mapping[OrderKey, str], result: LookResult) -> bool:
-    return has_news(known_statuses, result.orders, policy_changed=result.policy_changed)
-
-
-class WaitCause(StrEnum):
-    """Why a poll that asked to wait was answered when it was (the X-Mlutp-Wait header).
-    After news, wakeup, timeout or shutdown the client may poll again at once; after
-    unavailable or shed it polls at the interval, as without waiting."""
-
-    NEWS = "news"  # news at once, no wait
-    WAKEUP = "wakeup"  # news after a wake-up or the min TTL
-    TIMEOUT = "timeout"  # the wait ended without news
-    UNAVAILABLE = "unavailable"  # cannot wait now: tag cache, a source or pub/sub is down
-    SHED = "shed"  # past the cap of waiting polls
-    SHUTDOWN = "shutdown"  # the process is stopping
+__all__ = ["OVERLOADED", "WaitCause", "WaitedAnswer", "WaitingConfig", "WaitingPolls"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +74,54 @@ class WaitingConfig:
     interval_max_ms: int = 60_000
 
 
+class _Wait:
+    """One poll that asked to wait: its looks, and its verdict at each moment from what the
+    process knows then (shared.protocol.waiting.waiting_verdict decides)."""
+
+    def __init__(
+        self,
+        polls: WaitingPolls,
+        known: Sequence[ParsedKnownOrder],
+        services: Sequence[str],
+        headers: dict[str, str],
+        stated_versions: Mapping[str, str] | None,
+        ends_at: float,
+    ) -> None:
+        self.polls = polls
+        self.known = known
+        self.services = services
+        self.headers = headers
+        self.stated_versions = stated_versions
+        self.known_statuses = {k.key: k.order.status for k in known}
+        self.ends_at = ends_at
+        self.looks = 0
+
+    async def look(self) -> LookResult:
+        self.looks += 1
+        # admission control sheds a request at its first look only: once admitted and held, a
+        # poll is answered, however many polls a write wakes at once
+        with self.polls.admission.look(admitted=self.looks > 1):
+            return await self.polls.engine.look(
+                self.known, self.services, self.headers, self.stated_versions
+            )
+
+    def verdict(
+        self, moment: Moment, result: LookResult, *, may_wait: bool = True, room: bool = True
+    ) -> Verdict:
+        """`may_wait` false: the poll could not listen, whatever wake-ups do now."""
+        polls = self.polls
+        return waiting_verdict(
+            moment,
+            result,
+            self.known_statuses,
+            may_wait=may_wait and polls.wakeups is not None and polls.wakeups.available,
+            tag_cache_up=polls.engine.tag_cache.available,
+            shutting_down=polls.shutting_down,
+            time_left_s=self.ends_at - asyncio.get_running_loop().time(),
+            room=room,
+        )
+
+
 class WaitingPolls:
     def __init__(
         self,
@@ -101,9 +138,10 @@ class WaitingPolls:
         self.config = config
         self.metrics = metrics
         self.rng = rng or random.Random()
+        # polls that asked to wait and took a slot (in any phase: looking, listening, held)
         self.waiting = 0
         self.waiting_by_user: Counter[str] = Counter()
-        # polls held now: listening, polled, nothing to say yet
+        # polls held now: listening, looked, nothing to say yet
         self.held = 0
         self.held_changed = asyncio.Condition()
         self.shutting_down = False
@@ -115,19 +153,11 @@ class WaitingPolls:
         async with self.held_changed:
             await self.held_changed.wait_for(lambda: self.held == count)
 
-    async def _set_held(self, delta: int) -> None:
-        self.held += delta
-        async with self.held_changed:
-            self.held_changed.notify_all()
-
     def shutdown(self) -> None:
         """SIGTERM: every waiting poll answers now, and no new poll waits."""
         self.shutting_down = True
         for waiter in self._waiters:
             waiter.ring()
-
-    def _can_wait(self) -> bool:
-        return self.wakeups is not None and self.wakeups.available and not self.shutting_down
 
     async def answer(
         self,
@@ -141,8 +171,11 @@ class WaitingPolls:
             with self.admission.look():
                 result = await self.engine.look(known, services, headers, stated_versions)
                 return WaitedAnswer(result, None)
+        loop = asyncio.get_running_loop()
+        ends_at = loop.time() + wait_budget_ms(wait_ms, self.rng) / 1000
+        wait = _Wait(self, known, services, headers, stated_versions, ends_at)
         try:
-            answered = await self._answer(known, services, headers, wait_ms, stated_versions)
+            answered = await self._answer(wait)
         except Overloaded:
             # shed by admission control at its first look, before it could wait
             self.metrics.answers.labels(OVERLOADED).inc()
@@ -150,63 +183,26 @@ class WaitingPolls:
         self.metrics.answers.labels(answered.cause.value if answered.cause else "").inc()
         return answered
 
-    async def _answer(
-        self,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        headers: dict[str, str],
-        wait_ms: int,
-        stated_versions: Mapping[str, str] | None,
-    ) -> WaitedAnswer:
-        loop = asyncio.get_running_loop()
-        ends_at = loop.time() + wait_budget_ms(wait_ms, self.rng) / 1000
-        known_statuses = {k.key: k.order.status for k in known}
-
-        looks = 0
-
-        async def look() -> LookResult:
-            nonlocal looks
-            looks += 1
-            # admission control sheds a request at its first look only: once admitted and
-            # held, a poll is answered, however many polls a write wakes at once
-            with self.admission.look(admitted=looks > 1):
-                return await self.engine.look(known, services, headers, stated_versions)
-
-        def at_once(result: LookResult) -> WaitedAnswer:
-            """The answer of a poll that will not wait (whatever the reason)."""
-            if result.cannot_wait or not self._can_wait():
-                cause = WaitCause.SHUTDOWN if self.shutting_down else WaitCause.UNAVAILABLE
-                return WaitedAnswer(result, cause)
-            return WaitedAnswer(result, WaitCause.NEWS)
-
-        if not self._can_wait():
-            return at_once(await look())
-        user_id = headers.get(USER_HEADER, "")
+    async def _answer(self, wait: _Wait) -> WaitedAnswer:
+        wakeups = self.wakeups
+        if wakeups is None or not wakeups.available or self.shutting_down:
+            return await self._at_once(wait, may_wait=False)
+        user_id = wait.headers.get(USER_HEADER, "")
         if (
             self.waiting >= self.config.max_waiting
             or self.waiting_by_user[user_id] >= self.config.max_waiting_per_user
         ):
-            result = await look()
-            if result.cannot_wait or has_news(
-                known_statuses, result.orders, policy_changed=result.policy_changed
-            ):
-                return at_once(result)
-            interval_ms = shed_interval_ms(
-                result.interval_ms,
-                factor=self.config.shed_factor,
-                max_ms=self.config.interval_max_ms,
-            )
-            return WaitedAnswer(replace(result, interval_ms=interval_ms), WaitCause.SHED)
+            return await self._at_once(wait, room=False)
 
-        assert self.wakeups is not None
-        wakeups = self.wakeups
         # the slot is taken before the first look, so the caps hold for polls in any phase
         self.waiting += 1
         self.waiting_by_user[user_id] += 1
         self.metrics.waiting.inc()
         try:
             async with contextlib.AsyncExitStack() as stack:
-                order_channels = [tags_channel(k.order.service, k.order.orderid) for k in known]
+                order_channels = [
+                    tags_channel(k.order.service, k.order.orderid) for k in wait.known
+                ]
                 try:
                     # listen before the first look: a write from then on rings. Only on the
                     # user's own lists and on order channels already listened to (usually
@@ -215,7 +211,7 @@ class WaitingPolls:
                     watch = await stack.enter_async_context(
                         wakeups.watch(
                             [
-                                *self._list_channels(services, user_id),
+                                *self._list_channels(wait.services, user_id),
                                 *filter(wakeups.listening, order_channels),
                             ],
                             self.config.subscribe_deadline_s,
@@ -223,11 +219,10 @@ class WaitingPolls:
                     )
                     self._waiters.add(watch.waiter)
                     stack.callback(self._waiters.discard, watch.waiter)
-                    result = await look()
-                    if result.cannot_wait or has_news(
-                        known_statuses, result.orders, policy_changed=result.policy_changed
-                    ):
-                        return at_once(result)
+                    result = await wait.look()
+                    verdict = wait.verdict(Moment.LOOKED, result)
+                    if verdict is not KEEP_WAITING:
+                        return self._reply(result, verdict)
                     # no news: every known order is in the answer, the source listed it for
                     # the user. The rest of their channels now; a write before Redis
                     # confirmed them is seen by one more look
@@ -236,16 +231,13 @@ class WaitingPolls:
                         await watch.listen(unheard, self.config.subscribe_deadline_s)
                 except (RedisError, OSError, TimeoutError) as exc:
                     log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
-                    return WaitedAnswer(await look(), WaitCause.UNAVAILABLE)
+                    return await self._at_once(wait, may_wait=False)
                 if unheard:
-                    result = await look()
-                    if result.cannot_wait or has_news(
-                        known_statuses, result.orders, policy_changed=result.policy_changed
-                    ):
-                        return at_once(result)
-                return await self._wait(
-                    watch.waiter, look, result, known_statuses, ends_at, at_once
-                )
+                    result = await wait.look()
+                    verdict = wait.verdict(Moment.LOOKED, result)
+                    if verdict is not KEEP_WAITING:
+                        return self._reply(result, verdict)
+                return await self._wait(wait, watch.waiter, result)
         finally:
             self.waiting -= 1
             self.waiting_by_user[user_id] -= 1
@@ -253,18 +245,85 @@ class WaitingPolls:
                 del self.waiting_by_user[user_id]
             self.metrics.waiting.dec()
 
-    def _lost(self, result: LookResult) -> WaitedAnswer:
-        """A held poll's answer when the tag cache or pub/sub is lost: its last look, with an
-        interval that spreads the return of every poll answered so."""
-        engine = self.engine.config
-        interval_ms = lost_cache_interval_ms(
-            result.interval_ms,
-            degraded_factor=engine.interval.degraded_factor,
-            spread_ms=engine.timings.degraded_min_ttl_ms,
-            max_ms=engine.interval.max_ms,
-            rng=self.rng,
-        )
-        return WaitedAnswer(replace(result, interval_ms=interval_ms), WaitCause.UNAVAILABLE)
+    async def _at_once(
+        self, wait: _Wait, *, may_wait: bool = True, room: bool = True
+    ) -> WaitedAnswer:
+        """A poll that will not be held (it cannot listen, or is past the caps): one look,
+        answered whatever it finds."""
+        result = await wait.look()
+        verdict = wait.verdict(Moment.LOOKED, result, may_wait=may_wait, room=room)
+        assert isinstance(verdict, Answer), "a poll that cannot be held is answered at once"
+        return self._reply(result, verdict)
+
+    async def _wait(self, wait: _Wait, waiter: Waiter, result: LookResult) -> WaitedAnswer:
+        """Held on a look without news until a wake-up, the min TTL or the wait's end, then
+        looks again, until its verdict answers."""
+        verdict = wait.verdict(Moment.HOLDING, result)
+        while verdict is KEEP_WAITING:
+            moment = await self._hold(waiter, result, wait.ends_at)
+            verdict = wait.verdict(moment, result)
+            if moment is Moment.RUNG and verdict is KEEP_WAITING and self.config.wakeup_settle_s:
+                # a debounce by nature: the rest of a burst of writes is not announced. Then
+                # whether it may still wait, before it looks again
+                await asyncio.sleep(self.config.wakeup_settle_s)
+                verdict = wait.verdict(moment, result)
+            if verdict is KEEP_WAITING:
+                # cleared before looking again: a write during the next look rings again
+                waiter.event.clear()
+                result = await wait.look()
+                verdict = wait.verdict(Moment.LOOKED_AGAIN, result)
+        return self._reply(result, verdict)
+
+    async def _hold(self, waiter: Waiter, result: LookResult, ends_at: float) -> Moment:
+        """Hold the poll until its doorbell rings, the min TTL lets a change its last look
+        held back through, or its wait ends: which of them it was."""
+        loop = asyncio.get_running_loop()
+        wake_at = ends_at
+        if result.due_at_ms is not None:
+            # a change the min TTL holds back is news once the TTL has passed
+            due_in_s = (result.due_at_ms - time.time() * 1000) / 1000
+            wake_at = min(wake_at, loop.time() + max(0.0, due_in_s))
+        await self._count_held(1)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(wake_at):
+                    await waiter.event.wait()
+        finally:
+            await self._count_held(-1)
+        if waiter.event.is_set():
+            return Moment.RUNG
+        # the timer, not the clock: a loop's timer may fire a little before its moment by the
+        # loop's clock (uvloop's clock has whole milliseconds), and that is the end
+        return Moment.ENDED if wake_at >= ends_at else Moment.DUE
+
+    async def _count_held(self, delta: int) -> None:
+        self.held += delta
+        self.metrics.held.set(self.held)
+        async with self.held_changed:
+            self.held_changed.notify_all()
+
+    def _reply(self, result: LookResult, answer: Answer) -> WaitedAnswer:
+        """The answer of the verdict: the look, with the interval of a poll shed or answered
+        as Redis was lost."""
+        if answer.cause is WaitCause.SHED:
+            interval_ms = shed_interval_ms(
+                result.interval_ms,
+                factor=self.config.shed_factor,
+                max_ms=self.config.interval_max_ms,
+            )
+            result = replace(result, interval_ms=interval_ms)
+        elif answer.redis_lost:
+            # spreads the return of every poll answered so
+            engine = self.engine.config
+            interval_ms = lost_cache_interval_ms(
+                result.interval_ms,
+                degraded_factor=engine.interval.degraded_factor,
+                spread_ms=engine.timings.degraded_min_ttl_ms,
+                max_ms=engine.interval.max_ms,
+                rng=self.rng,
+            )
+            result = replace(result, interval_ms=interval_ms)
+        return WaitedAnswer(result, answer.cause)
 
     def _list_channels(self, services: Sequence[str], user_id: str) -> list[str]:
         """The user's list channels of the services with list tags: an order created
@@ -275,62 +334,3 @@ class WaitingPolls:
             list_channel(service, user_id)
             for service in self.engine.listed_services(services, user_id)
         ]
-
-    async def _wait(
-        self,
-        waiter: Waiter,
-        look: Callable[[], Awaitable[LookResult]],
-        result: LookResult,
-        known_statuses: dict[OrderKey, str],
-        ends_at: float,
-        at_once: Callable[[LookResult], WaitedAnswer],
-    ) -> WaitedAnswer:
-        """Held from a look without news until a wake-up, the min TTL or the wait's end."""
-        loop = asyncio.get_running_loop()
-        while True:
-            if self.shutting_down:
-                return WaitedAnswer(result, WaitCause.SHUTDOWN)
-            if not self._can_wait() or not self.engine.tag_cache.available:
-                return self._lost(result)
-            wake_at = ends_at
-            if result.due_at_ms is not None:
-                # a change the min TTL holds back is news once the TTL has passed
-                held_s = (result.due_at_ms - time.time() * 1000) / 1000
-                wake_at = min(wake_at, loop.time() + max(0.0, held_s))
-            await self._set_held(1)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout_at(wake_at):
-                        await waiter.event.wait()
-            finally:
-                await self._set_held(-1)
-            woken = waiter.event.is_set()
-            if self.shutting_down:
-                return WaitedAnswer(result, WaitCause.SHUTDOWN)
-            if not self._can_wait() or not self.engine.tag_cache.available:
-                # the pub/sub connection or the tag cache was lost (that rang every held
-                # poll): answered with the last look, as on shutdown. A new look would find
-                # the cache down and ask every source, and thousands of held polls doing so in
-                # one instant are a burst no legacy client ever made
-                return self._lost(result)
-            if woken and self.config.wakeup_settle_s > 0:
-                # a debounce by nature: the rest of a burst of writes is not announced
-                await asyncio.sleep(self.config.wakeup_settle_s)
-                if self.shutting_down:
-                    return WaitedAnswer(result, WaitCause.SHUTDOWN)
-            # the timer, not the clock: a loop's timer may fire a little before its moment
-            # by the loop's clock (uvloop's clock has whole milliseconds), and that is the end
-            if not woken and wake_at >= ends_at:
-                # the last look had no news, and the client polls again at once: a lost
-                # wake-up is seen by that poll's tags, so looking again here would only double
-                # every idle client's cost (a source call and a tag read per wait)
-                return WaitedAnswer(result, WaitCause.TIMEOUT)
-            # cleared before looking again: a write during the next poll rings again
-            waiter.event.clear()
-            result = await look()
-            if result.cannot_wait or not self._can_wait():
-                return at_once(result)
-            if _news(known_statuses, result):
-                return WaitedAnswer(result, WaitCause.WAKEUP)
-            if loop.time() >= ends_at:
-                return WaitedAnswer(result, WaitCause.TIMEOUT)

@@ -1,22 +1,31 @@
-"""docs/protocol.md: Waiting poll: what is news, how long a poll may wait, the interval when
-shed."""
+"""docs/protocol.md: Waiting poll: what is news, how long a poll may wait, whether a poll
+answers now and why (its verdict, each rule of the section a test), the interval when shed or
+answered as Redis was lost."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.answer import ActualOrder, StaleOrder
+from shared.answer import ActualOrder, AnsweredOrder, StaleOrder
 from shared.protocol.waiting import (
+    KEEP_WAITING,
     MAX_WAIT_MS,
+    Answer,
+    Moment,
+    Verdict,
+    WaitCause,
     has_news,
     longest_poll_s,
     lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
+    waiting_verdict,
 )
 from shared.wire import OrderKey
 
@@ -109,3 +118,123 @@ def test_a_lost_cache_interval_stays_within_the_clamp():
         )
         == 60_000
     )
+
+
+# --- the verdict: answer now (and why) or wait on ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Looked:
+    """One look of the poll as the verdict reads it."""
+
+    orders: list[AnsweredOrder] = field(default_factory=lambda: [actual(O1)])
+    policy_changed: bool = False
+    cannot_wait: bool = False
+
+
+KNOWN = {O1: "driving"}
+NOTHING_NEW = Looked()
+NEWS = Looked([actual(O1, need=("fast_info",))])
+# the moments of a held poll, between two looks
+HELD = [Moment.HOLDING, Moment.RUNG, Moment.DUE, Moment.ENDED]
+
+
+def verdict(moment: Moment, look: Looked = NOTHING_NEW, **process: Any) -> Verdict:
+    """The verdict of a poll whose client knows O1 driving, in a process that may wait, with
+    the tag cache up, not stopping, 10 s of the wait left and room under the caps, unless
+    `process` says otherwise."""
+    now = {
+        "may_wait": True,
+        "tag_cache_up": True,
+        "shutting_down": False,
+        "time_left_s": 10.0,
+        "room": True,
+    }
+    return waiting_verdict(moment, look, KNOWN, **{**now, **process})
+
+
+def test_an_answer_with_news_comes_at_once():
+    assert verdict(Moment.LOOKED, NEWS) == Answer(WaitCause.NEWS)
+
+
+def test_otherwise_the_server_holds_the_request():
+    assert verdict(Moment.LOOKED) is KEEP_WAITING
+    assert verdict(Moment.HOLDING) is KEEP_WAITING
+
+
+def test_a_wake_up_makes_it_look_again():
+    assert verdict(Moment.RUNG) is KEEP_WAITING
+
+
+def test_after_a_wake_up_with_news_it_answers():
+    assert verdict(Moment.LOOKED_AGAIN, NEWS) == Answer(WaitCause.WAKEUP)
+
+
+def test_after_a_wake_up_without_news_it_waits_for_the_time_left():
+    assert verdict(Moment.LOOKED_AGAIN, time_left_s=0.5) is KEEP_WAITING
+
+
+def test_after_a_wake_up_without_news_and_no_time_left_it_answers_timeout():
+    assert verdict(Moment.LOOKED_AGAIN, time_left_s=0.0) == Answer(WaitCause.TIMEOUT)
+
+
+def test_at_the_end_of_its_wait_a_poll_answers_with_its_last_look_and_no_new_look():
+    # the client polls again at once: that poll's tags see a change whose wake-up was lost
+    assert verdict(Moment.ENDED, time_left_s=0.0) == Answer(WaitCause.TIMEOUT)
+
+
+def test_a_change_the_min_ttl_holds_back_is_looked_at_when_the_ttl_passes():
+    assert verdict(Moment.DUE) is KEEP_WAITING
+    assert verdict(Moment.LOOKED_AGAIN, NEWS) == Answer(WaitCause.WAKEUP)
+
+
+@pytest.mark.parametrize("moment", [Moment.LOOKED, Moment.LOOKED_AGAIN])
+def test_no_waiting_while_the_tag_store_or_a_source_is_unavailable_or_lags(moment: Moment):
+    # a look the tag store or a source could not serve, or a lagging source's, cannot wait
+    assert verdict(moment, Looked(cannot_wait=True)) == Answer(WaitCause.UNAVAILABLE)
+
+
+@pytest.mark.parametrize("look", [NOTHING_NEW, NEWS])
+def test_no_waiting_while_the_pub_sub_connection_is_down(look: Looked):
+    assert verdict(Moment.LOOKED, look, may_wait=False) == Answer(WaitCause.UNAVAILABLE)
+
+
+def test_past_the_caps_a_poll_answers_at_once_shed():
+    assert verdict(Moment.LOOKED, room=False) == Answer(WaitCause.SHED)
+
+
+def test_past_the_caps_news_is_still_news():
+    assert verdict(Moment.LOOKED, NEWS, room=False) == Answer(WaitCause.NEWS)
+
+
+@pytest.mark.parametrize("moment", list(Moment))
+@pytest.mark.parametrize("look", [NOTHING_NEW, NEWS, Looked(cannot_wait=True)])
+def test_on_sigterm_every_waiting_poll_answers_at_once(moment: Moment, look: Looked):
+    assert verdict(moment, look, shutting_down=True) == Answer(WaitCause.SHUTDOWN)
+
+
+@pytest.mark.parametrize("moment", HELD)
+@pytest.mark.parametrize("lost", ["tag_cache_up", "may_wait"])
+def test_a_poll_held_when_the_tag_store_or_pub_sub_is_lost_answers_its_last_look(
+    moment: Moment, lost: str
+):
+    # no new look: every held poll asking every source in the same instant would be a burst
+    # no old app ever made; the interval of such an answer is spread (lost_cache_interval_ms)
+    assert verdict(moment, **{lost: False}) == Answer(WaitCause.UNAVAILABLE, redis_lost=True)
+
+
+@pytest.mark.parametrize("lost", ["tag_cache_up", "may_wait"])
+def test_a_woken_poll_checks_whether_it_may_still_wait_before_it_looks_again(lost: str):
+    assert verdict(Moment.RUNG) is KEEP_WAITING
+    assert verdict(Moment.RUNG, **{lost: False}) != KEEP_WAITING
+
+
+def test_a_look_after_a_wake_up_without_news_as_the_tag_store_is_lost_answers_as_held():
+    # held again on that look, it is a held poll that lost the tag store
+    answer = verdict(Moment.LOOKED_AGAIN, tag_cache_up=False)
+    assert answer == Answer(WaitCause.UNAVAILABLE, redis_lost=True)
+
+
+@pytest.mark.parametrize("moment", HELD)
+def test_a_held_poll_answers_as_on_shutdown_when_both_happen(moment: Moment):
+    assert verdict(moment, tag_cache_up=False, shutting_down=True) == Answer(WaitCause.SHUTDOWN)
