@@ -2,12 +2,15 @@
 """The project's two commands, needing nothing but Python 3.11+:
 
     python3 dev.py run    # create .venv, install the project, run the stack (`mlutp run`)
-    python3 dev.py test   # create .venv if needed, then ruff, mypy and the test suite, and
-                          # the JS client's tests with Node's own runner (`node --test`)
+    python3 dev.py test   # create .venv if needed, add the test tools, then ruff, mypy, the
+                          # test suite, and the JS client's tests with Node's own runner
+                          # (`node --test`)
 
-Extra arguments go to `mlutp run` or to pytest. The venv is (re)installed when pyproject.toml
-changes, and made anew for another Python than the one it was made with. `MLUTP_VENV=dir` puts
-it elsewhere: one venv per Python, side by side (`.ci/run` tests the newest one that way).
+Extra arguments go to `mlutp run` or to pytest. `run` installs what running needs only (the
+project's dependencies); `test` adds the `dev` extra (the test tools, mypy, ruff), and a venv
+that has it serves `run` as it is. The venv is (re)installed when pyproject.toml changes, and
+made anew for another Python than the one it was made with. `MLUTP_VENV=dir` puts it
+elsewhere: one venv per Python, side by side (`.ci/run` tests the newest one that way).
 """
 
 from __future__ import annotations
@@ -18,13 +21,49 @@ import shutil
 import subprocess
 import sys
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / os.environ.get("MLUTP_VENV", ".venv")
 BIN = VENV / "bin"
+# what was installed, by what: "<python> <pyproject.toml's sha256>" and "extras: <a,b>"
 STAMP = VENV / ".installed"
 PYTHON = f"{sys.implementation.name} {sys.version_info.major}.{sys.version_info.minor}"
+
+# the project's extras each command needs: running needs its dependencies only (`mlutp run`
+# imports no extra's package); the tests need the dev extra, which holds loadtest's too
+NEEDS: dict[str, frozenset[str]] = {"run": frozenset(), "test": frozenset({"dev"})}
+
+
+@dataclass(frozen=True)
+class Plan:
+    # make the venv anew: there is none, or it was made for another Python
+    fresh: bool
+    # install the project with these extras; None: what is installed serves as it is
+    extras: frozenset[str] | None
+
+
+def stamp(python: str, pins: str, extras: frozenset[str]) -> str:
+    return f"{python} {pins}\nextras: {','.join(sorted(extras))}\n"
+
+
+def plan(command: str, stamped: str, python: str, pins: str, has_venv: bool) -> Plan:
+    """What `command` needs done to the venv, given its stamp ("" if none) and whether its
+    Python is there. Extras once installed are kept (a venv made by `test` serves `run`), and
+    installed again with the rest when pyproject.toml changes."""
+    needs = NEEDS[command]
+    made_for, _, rest = stamped.partition("\n")
+    if not has_venv or not made_for.startswith(f"{python} "):
+        return Plan(fresh=True, extras=needs)
+    if rest.startswith("extras:"):
+        installed = frozenset(e for e in rest.removeprefix("extras:").strip().split(",") if e)
+    else:
+        # a stamp of one line, from before `run` installed less: the dev extra was in
+        installed = NEEDS["test"]
+    if made_for == f"{python} {pins}" and needs <= installed:
+        return Plan(fresh=False, extras=None)
+    return Plan(fresh=False, extras=needs | installed)
 
 
 def call(*args: str | Path) -> None:
@@ -33,19 +72,21 @@ def call(*args: str | Path) -> None:
         raise SystemExit(result.returncode)
 
 
-def ensure_venv() -> None:
+def ensure_venv(command: str) -> None:
     pins = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    wanted = f"{PYTHON} {pins}"
     stamped = STAMP.read_text() if STAMP.exists() else ""
-    if stamped == wanted:
+    todo = plan(command, stamped, PYTHON, pins, (BIN / "python").exists())
+    if todo.extras is None:
         return
-    if not (BIN / "python").exists() or not stamped.startswith(f"{PYTHON} "):
+    if todo.fresh:
         print(f"creating {VENV.name} for Python {sys.version.split()[0]}", flush=True)
         venv.create(VENV, with_pip=True, clear=True)
-    print(f"installing the project and its pinned dependencies into {VENV.name}", flush=True)
+    extras = f"[{','.join(sorted(todo.extras))}]" if todo.extras else ""
+    what = "the project and its pinned dependencies" + (f" with {extras}" if extras else "")
+    print(f"installing {what} into {VENV.name}", flush=True)
     call(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    call(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev]")
-    STAMP.write_text(wanted)
+    call(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".{extras}")
+    STAMP.write_text(stamp(PYTHON, pins, todo.extras))
 
 
 def main() -> None:
@@ -53,9 +94,9 @@ def main() -> None:
     if sys.version_info < (3, 11):  # noqa: UP036
         raise SystemExit("Python 3.11 or newer is needed")
     command, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
-    if command not in ("run", "test"):
+    if command not in NEEDS:
         raise SystemExit(__doc__)
-    ensure_venv()
+    ensure_venv(command)
     if command == "run":
         # the stack handles Ctrl-C itself; exec hands it the terminal
         os.execv(BIN / "mlutp", [str(BIN / "mlutp"), "run", *rest])
