@@ -35,6 +35,8 @@ class ClientStats:
     wire: Counter[str] = field(default_factory=Counter)
     # gzipped bodies and headers, both ways, by "<path> <status>": which exchanges cost most
     wire_by_exchange: Counter[str] = field(default_factory=Counter)
+    # how many of each "<path> <status>" there were
+    exchanges: Counter[str] = field(default_factory=Counter)
 
     def received(self, url: str, size: int) -> None:
         self.bytes_received += size
@@ -45,7 +47,10 @@ class ClientStats:
         answer's body; the header blocks are the ones the client and the server wrote."""
         info = response.request_info
         request = WireBytes.of(
-            request_line(info.method, info.url.raw_path_qs), info.headers.items(), sent
+            request_line(info.method, info.url.raw_path_qs),
+            info.headers.items(),
+            sent,
+            gzip_if_smaller=True,
         )
         answer = WireBytes.of(
             status_line(response.status, response.reason), response.raw_headers, payload
@@ -59,7 +64,9 @@ class ClientStats:
             ("response_headers", answer.headers),
         ):
             self.wire[kind] += size
-        self.wire_by_exchange[f"{info.url.path} {response.status}"] += (
+        exchange = f"{info.url.path} {response.status}"
+        self.exchanges[exchange] += 1
+        self.wire_by_exchange[exchange] += (
             request.body_gzip + request.headers + answer.body_gzip + answer.headers
         )
 

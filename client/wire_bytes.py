@@ -2,9 +2,11 @@
 developers, gzip behind a gateway): the bodies as sent and gzipped, and the header blocks.
 
 The gateway is modelled as nginx with `gzip on; gzip_comp_level 6; gzip_min_length 20;` and
-JSON among its `gzip_types`: a body of 20 bytes or more crosses gzipped at level 6, with a
-`Content-Encoding: gzip` line added to its headers; a shorter one crosses as it is. The app
-sends its request bodies gzipped by the same rule. A header block is counted as HTTP/1.1
+JSON among its `gzip_types`: an answer's body of 20 bytes or more crosses gzipped at level 6,
+with a `Content-Encoding: gzip` line added to its headers; a shorter one crosses as it is.
+The app gzips a request body at the same level when that makes the request smaller, its own
+`Content-Encoding` line counted (a small part request is cheaper sent as it is). A header
+block is counted as HTTP/1.1
 text: the request or status line and every header line as the sender wrote it, with the
 empty line that ends it; so a 304, which has no body, costs its headers.
 """
@@ -59,12 +61,22 @@ class WireBytes:
 
     @classmethod
     def of(
-        cls, start_line: str, headers: Iterable[tuple[str | bytes, str | bytes]], body: bytes
+        cls,
+        start_line: str,
+        headers: Iterable[tuple[str | bytes, str | bytes]],
+        body: bytes,
+        *,
+        gzip_if_smaller: bool = False,
     ) -> WireBytes:
+        """An answer (the gateway gzips from GZIP_MIN_LENGTH bytes on), or with
+        `gzip_if_smaller` a request (the app gzips when the request is smaller for it)."""
         block = header_block_size(start_line, headers)
-        if len(body) >= GZIP_MIN_LENGTH:
-            block += CONTENT_ENCODING_LINE
-        return cls(len(body), gzipped_size(body), block)
+        gzipped = gzipped_size(body)
+        if len(body) < GZIP_MIN_LENGTH:
+            return cls(len(body), len(body), block)
+        if gzip_if_smaller and gzipped + CONTENT_ENCODING_LINE >= len(body):
+            return cls(len(body), len(body), block)
+        return cls(len(body), gzipped, block + CONTENT_ENCODING_LINE)
 
 
 def request_line(method: str, path_qs: str) -> str:

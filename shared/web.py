@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -193,11 +193,20 @@ def needs(app: web.Application, key: web.AppKey[T], needed_by: str) -> T:
     return app[key]
 
 
+async def _without_server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """No `Server` header: aiohttp's names its version (a gift to a scanner) and costs every
+    answer, a 304 included, ~36 bytes on a mobile network; no client or operator reads it (a
+    gateway in front sends its own). aiohttp sets it before this signal and writes the
+    headers after, so this is where it goes."""
+    response.headers.popall(hdrs.SERVER, None)
+
+
 def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[service_middleware],
     )
+    app.on_response_prepare.append(_without_server_header)
     app[METRICS] = HttpMetrics(service)
     app[ACCESS_LOG] = AccessLog(sample=settings.log_access_sample)
     app[CONNECTION_LIMITS] = ConnectionLimits(

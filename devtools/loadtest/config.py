@@ -39,6 +39,13 @@ class LoadtestConfig:
     # the share of new orders created "on another device" (or the web): the user's client
     # gets no hint of them and learns of them only from its polls
     created_elsewhere: float = 0.0
+    # the clients' starts are spread over this many seconds (at most the warm-up): spread
+    # over list_max_age, their kept answers expire at their own moments as a long-running
+    # population's do, not in waves a few seconds wide
+    start_spread_s: float = 5.0
+    # the stack's list_max_age (the BFF's default): where SourceCallCauses tells a re-ask for
+    # a kept answer's age from an earlier one
+    list_max_age_s: float = 120.0
 
 
 @dataclass
@@ -76,6 +83,11 @@ class PhaseResult:
     bytes_per_client_minute_by_path: dict[str, float] = field(default_factory=dict)
     # order source calls (every service's, launch's and polls') per client-minute
     source_calls_per_client_minute: float = 0.0
+    # the same by why each was made (measure.SourceCallCauses), per client-minute
+    source_calls_per_client_minute_by_cause: dict[str, float] = field(default_factory=dict)
+    # of the calls past their kept answer's age: seconds since the previous call (p50, p95,
+    # mean), how often an unchanged list is asked again
+    past_max_age_gap_s: dict[str, float] = field(default_factory=dict)
     # from an order's creation elsewhere to its client holding it (created_elsewhere > 0)
     created_elsewhere_freshness_s: dict[str, float] = field(default_factory=dict)
     created_elsewhere_measured: int = 0
@@ -85,3 +97,5 @@ class PhaseResult:
     wire_bytes_per_client_minute: dict[str, float] = field(default_factory=dict)
     # gzip_headers per client-minute by "<path> <status>", the costliest first
     wire_bytes_per_client_minute_by_exchange: dict[str, float] = field(default_factory=dict)
+    # how many of each of those exchanges per client-minute
+    exchanges_per_client_minute: dict[str, float] = field(default_factory=dict)

@@ -204,6 +204,7 @@ async def run_phase(
     client_minutes = len(clients) * seconds / 60
     wire = sum((c.stats.wire for c in clients), Counter[str]())
     by_exchange = sum((c.stats.wire_by_exchange for c in clients), Counter[str]())
+    exchanges = sum((c.stats.exchanges for c in clients), Counter[str]())
     latencies = [lat for c in clients for lat in c.stats.poll_latencies]
     recovery_s: float | None = None
     if fault is not None:
@@ -257,5 +258,8 @@ async def run_phase(
         wire_bytes_per_client_minute_by_exchange={
             exchange: round(size / client_minutes, 1)
             for exchange, size in by_exchange.most_common()
+        },
+        exchanges_per_client_minute={
+            exchange: round(count / client_minutes, 2) for exchange, count in exchanges.items()
         },
     )

@@ -135,10 +135,16 @@ def wire_table(phases: dict[str, PhaseResult]) -> list[str]:
             f"{wire.get('request_headers', 0):>13.0f}{wire.get('response_headers', 0):>14.0f}"
             f"{wire.get('gzip_headers', 0):>14.0f}"
         )
-    lines.append("  the costliest exchanges (gzip+headers/client-min by path and status):")
+    lines.append(
+        "  the costliest exchanges (path status: gzip+headers/client-min, exchanges/client-min):"
+    )
     for phase in phases.values():
         top = list(phase.wire_bytes_per_client_minute_by_exchange.items())[:TOP_EXCHANGES]
-        lines.append(f"  {phase.name:<22}" + "  ".join(f"{e} {b:.0f}" for e, b in top))
+        counts = phase.exchanges_per_client_minute
+        lines.append(
+            f"  {phase.name:<22}"
+            + "  ".join(f"{e}: {b:.0f} B, {counts.get(e, 0):.2f}" for e, b in top)
+        )
     return lines
 
 

@@ -61,6 +61,9 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         assert wire["response_body"] == pytest.approx(phase["bytes_per_client_minute"], abs=0.2)
         assert wire["gzip_headers"] > wire["gzip"] > 0
         assert wire["response_headers"] > 0 and wire["request_headers"] > 0
+        assert set(phase["exchanges_per_client_minute"]) == set(
+            phase["wire_bytes_per_client_minute_by_exchange"]
+        )
         assert sum(phase["wire_bytes_per_client_minute_by_exchange"].values()) == pytest.approx(
             wire["gzip_headers"],
             abs=0.1 * len(phase["wire_bytes_per_client_minute_by_exchange"]) + 0.1,

@@ -117,6 +117,18 @@ async def test_a_big_document_costs_less_gzipped_and_its_headers_say_so(server: 
     )
 
 
+def test_the_app_gzips_a_request_body_only_when_the_request_is_smaller_for_it() -> None:
+    small = b'{"orders": [{"orderid": "t-1"}]}'  # gzip's own 18 bytes outweigh its savings
+    sent = WireBytes.of("POST /part HTTP/1.1", [], small, gzip_if_smaller=True)
+    assert sent == WireBytes(len(small), len(small), header_block_size("POST /part HTTP/1.1", []))
+    # the gateway gzips an answer of the same size all the same (gzip_min_length 20)
+    answered = WireBytes.of("HTTP/1.1 200 OK", [], small)
+    assert answered.body_gzip == gzipped_size(small) > len(small)
+    big = WireBytes.of("POST /state HTTP/1.1", [], BIG_DOCUMENT, gzip_if_smaller=True)
+    assert big.body_gzip == gzipped_size(BIG_DOCUMENT) < len(BIG_DOCUMENT)
+    assert big.headers == header_block_size("POST /state HTTP/1.1", []) + CONTENT_ENCODING_LINE
+
+
 def test_a_body_too_short_to_gzip_crosses_as_it_is() -> None:
     assert gzipped_size(b"{}") == 2
     short = WireBytes.of("HTTP/1.1 200 OK", [("Content-Length", "2")], b"{}")

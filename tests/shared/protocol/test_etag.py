@@ -14,6 +14,8 @@ def test_the_same_body_has_the_same_etag_and_another_body_another():
     assert body_etag(b'{"orders":[]}') == body_etag(b'{"orders":[]}')
     assert body_etag(b'{"orders":[]}') != body_etag(b'{"orders":[1]}')
     assert body_etag(b"{}").startswith('"') and body_etag(b"{}").endswith('"')
+    # 64 bits: every poll pays its ETag twice (the answer's, then If-None-Match)
+    assert len(body_etag(b"{}")) == len('""') + 16
 
 
 def test_if_none_match_equal_to_the_etag_is_not_modified():
