@@ -24,28 +24,28 @@ _kept = msgspec.json.Decoder(wire.KeptAnswer)
 
 async def get_tags(request: web.Request) -> web.Response:
     body = await read_json(request, _get)
-    stored, listed, honoured = await request.app[TAG_STORE].read(
+    read = await request.app[TAG_STORE].read(
         body.orders, body.lists, body.force, body.force_per_minute
     )
     # per order as well, for a BFF that reads it there (a fleet mid-deploy)
-    honoured_orders = {forced.key for forced in honoured}
+    honoured_orders = {forced.key for forced in read.honoured}
     return json_response(
         wire.TagsGetResponse(
             orders=[
                 wire.OrderTags(
                     order.service,
                     order.orderid,
-                    tags,
-                    created_ms,
-                    owner,
+                    stored.parts,
+                    stored.created_ms,
+                    stored.owner,
                     order in honoured_orders,
                 )
-                for order, (tags, created_ms, owner) in zip(body.orders, stored, strict=True)
+                for order, stored in zip(body.orders, read.orders, strict=True)
             ],
-            forced=[forced in honoured for forced in body.force],
+            forced=[forced in read.honoured for forced in body.force],
             lists=[
-                wire.ListEntry(one.service, one.user_id, tag, _kept_answer(kept))
-                for one, (tag, kept) in zip(body.lists, listed, strict=True)
+                wire.ListEntry(one.service, one.user_id, stored.tag, _kept_answer(stored.kept))
+                for one, stored in zip(body.lists, read.lists, strict=True)
             ],
         )
     )

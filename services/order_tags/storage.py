@@ -12,6 +12,13 @@ from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from services.order_tags.hedging import Hedging
+from services.order_tags.scripts import (
+    BUMP_LIST_SCRIPT,
+    DELETE_TAGS_SCRIPT,
+    READ_ALL_SCRIPT,
+    READ_LIST_SCRIPT,
+    SET_TAGS_SCRIPT,
+)
 from shared.errors import BadRequest, RedisUnavailable
 from shared.protocol.tags import new_content_tag
 from shared.redis import RedisClient, force_key, kept_answer_key, list_key, tags_key
@@ -19,112 +26,7 @@ from shared.wire import MAX_PARTS, ForcedOrder, ListKey, OrderKey
 
 T = TypeVar("T")
 
-
-# One command, so atomic on a single Redis and on a cluster alike (the key is one slot).
-# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), owner, the most
-# parts an order may have, then part, content pairs. A write that would take the order past
-# that many parts writes nothing: its answer is the error `too_many_parts <stored> <new>`.
-# The parts whose content really changed are published on the order's channel
-# (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
-# not for a write that changed nothing (a missing tag created twice, the same tag set again).
-SET_TAGS_SCRIPT = """
-local CREATED_FIELD = "_created"
-local OWNER_FIELD = "_owner"
-local only_if_absent = ARGV[2] == "1"
-local new_parts = 0
-for i = 6, #ARGV, 2 do
-  if redis.call("HEXISTS", KEYS[1], ARGV[i]) == 0 then
-    new_parts = new_parts + 1
-  end
-end
-if new_parts > 0 then
-  local stored = redis.call("HLEN", KEYS[1]) - redis.call("HEXISTS", KEYS[1], CREATED_FIELD)
-    - redis.call("HEXISTS", KEYS[1], OWNER_FIELD)
-  if stored + new_parts > tonumber(ARGV[5]) then
-    return redis.error_reply("too_many_parts " .. stored .. " " .. new_parts)
-  end
-end
-local changed = {}
-for i = 6, #ARGV, 2 do
-  local old = redis.call("HGET", KEYS[1], ARGV[i])
-  if old ~= ARGV[i + 1] and not (only_if_absent and old) then
-    redis.call("HSET", KEYS[1], ARGV[i], ARGV[i + 1])
-    changed[#changed + 1] = ARGV[i]
-  end
-end
-if #changed > 0 then
-  -- when the order's first tag was written: a just-created order its source does not list
-  -- yet is kept (stale) for a grace after it
-  local now = redis.call("TIME")
-  redis.call("HSETNX", KEYS[1], CREATED_FIELD, tostring(now[1] * 1000 + math.floor(now[2] / 1000)))
-  if ARGV[4] ~= "" then
-    redis.call("HSETNX", KEYS[1], OWNER_FIELD, ARGV[4])
-  end
-end
-redis.call("EXPIRE", KEYS[1], ARGV[1])
-if ARGV[3] == "1" and #changed > 0 then
-  redis.call("SPUBLISH", KEYS[1], table.concat(changed, ","))
-end
-return redis.call("HGETALL", KEYS[1])
-"""
-
-# KEYS[1]: the order's hash; ARGV[1]: publish (0/1). "*": every part of the order is gone.
-DELETE_TAGS_SCRIPT = """
-local deleted = redis.call("DEL", KEYS[1])
-if ARGV[1] == "1" and deleted > 0 then
-  redis.call("SPUBLISH", KEYS[1], "*")
-end
-return deleted
-"""
-
-
-# KEYS[1]: a user's list tag, KEYS[2]: its kept answer (one hash tag: one shard); ARGV: a new
-# tag, ttl. The list's tag (this one if it had none) and its kept answer: one command where
-# SET NX GET and GET were two (most of a read's cost is the client's per command)
-READ_LIST_SCRIPT = """
-local tag = redis.call("SET", KEYS[1], ARGV[1], "NX", "GET", "EX", ARGV[2])
-return {tag or ARGV[1], redis.call("GET", KEYS[2])}
-"""
-
-
-# KEYS[1]: a user's list tag; ARGV: the new tag, ttl, publish (0/1). Published on the list's
-# channel (its key's name: sharded like the key).
-BUMP_LIST_SCRIPT = """
-redis.call("SET", KEYS[1], ARGV[1], "EX", ARGV[2])
-if ARGV[3] == "1" then
-  redis.call("SPUBLISH", KEYS[1], "list")
-end
-return 1
-"""
-
-# A whole read in one command, on a single Redis (on a cluster its keys are in many slots: a
-# pipeline of the commands above, one round trip per shard). KEYS: the orders' hashes, the
-# forced orders' counts, then each list's tag and kept answer; ARGV: how many orders and forced
-# orders, the force window, the lists' ttl, then a new tag per list. Answers the orders' hashes
-# (flat), the forced orders' counts, and each list's tag and kept answer. The client's cost is
-# per command, not per key: one command where a read of a superapp poll took four.
-READ_ALL_SCRIPT = """
-local orders = tonumber(ARGV[1])
-local forced = tonumber(ARGV[2])
-local hashes, counts, lists = {}, {}, {}
-for i = 1, orders do
-  hashes[i] = redis.call("HGETALL", KEYS[i])
-end
-for i = 1, forced do
-  local key = KEYS[orders + i]
-  counts[i] = redis.call("INCR", key)
-  redis.call("EXPIRE", key, ARGV[3], "NX")
-end
-local first = orders + forced
-for i = 1, (#KEYS - first) / 2 do
-  local tag_key, kept_key = KEYS[first + 2 * i - 1], KEYS[first + 2 * i]
-  local new_tag = ARGV[4 + i]
-  local tag = redis.call("SET", tag_key, new_tag, "NX", "GET", "EX", ARGV[4])
-  lists[i] = {tag or new_tag, redis.call("GET", kept_key)}
-end
-return {hashes, counts, lists}
-"""
-
+# the hash fields beside the parts (the scripts name them too)
 CREATED_FIELD = "_created"
 OWNER_FIELD = "_owner"
 
@@ -140,21 +42,45 @@ class KeptEntry(NamedTuple):
 
 # the window of an order's force budget
 FORCE_WINDOW_S = 60
-# an order's parts → content tags, when its first tag was written, whose order it is
-StoredOrder = tuple[dict[str, str] | None, int | None, str | None]
 
 
-def split_created(
-    stored: dict[str, str] | None,
-) -> tuple[dict[str, str] | None, int | None, str | None]:
-    """An order's hash as parts → content tags, when its first tag was written, and whose
-    order it is (when the writer said)."""
+class StoredOrder(NamedTuple):
+    """An order's hash as read."""
+
+    # part → content tag; None when the order has none
+    parts: dict[str, str] | None
+    # when its first tag was written (unix ms)
+    created_ms: int | None
+    # whose order it is, when the writer said
+    owner: str | None
+
+
+class StoredList(NamedTuple):
+    """A user's list of one service as read."""
+
+    # its list tag (made by the read when it had none)
+    tag: str
+    # the source's answer kept under some list tag (wire.KeptAnswer, encoded), if any
+    kept: str | None
+
+
+class StoredRead(NamedTuple):
+    """One read of the tag store: each order's hash and each list, in the order asked, and
+    the forced orders within their budget."""
+
+    orders: list[StoredOrder]
+    lists: list[StoredList]
+    honoured: set[ForcedOrder]
+
+
+def split_created(stored: dict[str, str] | None) -> StoredOrder:
+    """An order's hash as its parts, when its first tag was written, and its owner."""
     if not stored:
-        return None, None, None
+        return StoredOrder(None, None, None)
     created = stored.pop(CREATED_FIELD, None)
     owner = stored.pop(OWNER_FIELD, None)
     created_ms = int(created) if created is not None and created.isdigit() else None
-    return (stored or None), created_ms, owner
+    return StoredOrder(stored or None, created_ms, owner)
 
 
 _TOO_MANY_PARTS = re.compile(r"too_many_parts (\d+) (\d+)")
@@ -254,7 +180,7 @@ class TagStore:
         lists: Sequence[ListKey],
         force: Sequence[ForcedOrder] = (),
         force_per_minute: int = 0,
-    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[ForcedOrder]]:
+    ) -> StoredRead:
         """The orders' tags (and when each order's first tag was written), each list's tag
         (made now when it has none) and kept answer, and which forced orders are within their
         budget, in one pipeline: one round trip per shard. A list's tag and its kept answer
@@ -263,9 +189,7 @@ class TagStore:
         if self.single:
             return await self._run(lambda: self._read_all(orders, lists, forced, force_per_minute))
 
-        async def operation() -> tuple[
-            list[StoredOrder], list[tuple[str, str | None]], set[ForcedOrder]
-        ]:
+        async def operation() -> StoredRead:
             pipe = self.redis.pipeline(transaction=False)
             for order in orders:
                 pipe.hgetall(tags_key(order.service, order.orderid))
@@ -293,8 +217,11 @@ class TagStore:
                 for order, count in zip(forced, counts, strict=True)
                 if count <= force_per_minute
             }
-            listed = [(tag, kept or None) for tag, kept in results[len(orders) + 2 * len(forced) :]]
-            return tags, listed, honoured
+            listed = [
+                StoredList(tag, kept or None)
+                for tag, kept in results[len(orders) + 2 * len(forced) :]
+            ]
+            return StoredRead(tags, listed, honoured)
 
         return await self._run(operation)
 
@@ -304,7 +231,7 @@ class TagStore:
         lists: Sequence[ListKey],
         forced: Sequence[ForcedOrder],
         force_per_minute: int,
-    ) -> tuple[list[StoredOrder], list[tuple[str, str | None]], set[ForcedOrder]]:
+    ) -> StoredRead:
         """`read` on a single Redis: one command."""
         keys = [tags_key(order.service, order.orderid) for order in orders]
         keys += [force_key(order.service, order.orderid, order.user_id) for order in forced]
@@ -317,7 +244,7 @@ class TagStore:
         honoured = {
             order for order, count in zip(forced, counts, strict=True) if count <= force_per_minute
         }
-        return tags, [(tag, kept or None) for tag, kept in listed], honoured
+        return StoredRead(tags, [StoredList(tag, kept or None) for tag, kept in listed], honoured)
 
     async def bump_list(self, service: str, user_id: str) -> str:
         """A new list tag: what the source lists for the user changed. Published on the
@@ -371,8 +298,7 @@ class TagStore:
 
         async def operation() -> dict[str, str]:
             flat = await self._set_script(keys=[key], args=args)
-            tags, _, _ = split_created(dict(zip(flat[::2], flat[1::2], strict=True)))
-            return tags or {}
+            return split_created(dict(zip(flat[::2], flat[1::2], strict=True))).parts or {}
 
         return await self._run(operation, hedge=False)
 
@@ -394,7 +320,7 @@ class TagStore:
                 pipe.eval(SET_TAGS_SCRIPT, 1, tags_key(order.service, order.orderid), *args)
             results: list[list[str]] = await pipe.execute()
             return [
-                split_created(dict(zip(flat[::2], flat[1::2], strict=True)))[0] or {}
+                split_created(dict(zip(flat[::2], flat[1::2], strict=True))).parts or {}
                 for flat in results
             ]
 

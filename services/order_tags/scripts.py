@@ -1,0 +1,109 @@
+"""The Lua scripts of the tag store (services.order_tags.storage): each a command Redis runs
+atomically, so a write and what it publishes, or a read and the tag it makes, are one step."""
+
+from __future__ import annotations
+
+# One command, so atomic on a single Redis and on a cluster alike (the key is one slot).
+# KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), owner, the most
+# parts an order may have, then part, content pairs. A write that would take the order past
+# that many parts writes nothing: its answer is the error `too_many_parts <stored> <new>`.
+# The parts whose content really changed are published on the order's channel
+# (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
+# not for a write that changed nothing (a missing tag created twice, the same tag set again).
+SET_TAGS_SCRIPT = """
+local CREATED_FIELD = "_created"
+local OWNER_FIELD = "_owner"
+local only_if_absent = ARGV[2] == "1"
+local new_parts = 0
+for i = 6, #ARGV, 2 do
+  if redis.call("HEXISTS", KEYS[1], ARGV[i]) == 0 then
+    new_parts = new_parts + 1
+  end
+end
+if new_parts > 0 then
+  local stored = redis.call("HLEN", KEYS[1]) - redis.call("HEXISTS", KEYS[1], CREATED_FIELD)
+    - redis.call("HEXISTS", KEYS[1], OWNER_FIELD)
+  if stored + new_parts > tonumber(ARGV[5]) then
+    return redis.error_reply("too_many_parts " .. stored .. " " .. new_parts)
+  end
+end
+local changed = {}
+for i = 6, #ARGV, 2 do
+  local old = redis.call("HGET", KEYS[1], ARGV[i])
+  if old ~= ARGV[i + 1] and not (only_if_absent and old) then
+    redis.call("HSET", KEYS[1], ARGV[i], ARGV[i + 1])
+    changed[#changed + 1] = ARGV[i]
+  end
+end
+if #changed > 0 then
+  -- when the order's first tag was written: a just-created order its source does not list
+  -- yet is kept (stale) for a grace after it
+  local now = redis.call("TIME")
+  redis.call("HSETNX", KEYS[1], CREATED_FIELD, tostring(now[1] * 1000 + math.floor(now[2] / 1000)))
+  if ARGV[4] ~= "" then
+    redis.call("HSETNX", KEYS[1], OWNER_FIELD, ARGV[4])
+  end
+end
+redis.call("EXPIRE", KEYS[1], ARGV[1])
+if ARGV[3] == "1" and #changed > 0 then
+  redis.call("SPUBLISH", KEYS[1], table.concat(changed, ","))
+end
+return redis.call("HGETALL", KEYS[1])
+"""
+
+# KEYS[1]: the order's hash; ARGV[1]: publish (0/1). "*": every part of the order is gone.
+DELETE_TAGS_SCRIPT = """
+local deleted = redis.call("DEL", KEYS[1])
+if ARGV[1] == "1" and deleted > 0 then
+  redis.call("SPUBLISH", KEYS[1], "*")
+end
+return deleted
+"""
+
+
+# KEYS[1]: a user's list tag, KEYS[2]: its kept answer (one hash tag: one shard); ARGV: a new
+# tag, ttl. The list's tag (this one if it had none) and its kept answer: one command where
+# SET NX GET and GET were two (most of a read's cost is the client's per command)
+READ_LIST_SCRIPT = """
+local tag = redis.call("SET", KEYS[1], ARGV[1], "NX", "GET", "EX", ARGV[2])
+return {tag or ARGV[1], redis.call("GET", KEYS[2])}
+"""
+
+
+# KEYS[1]: a user's list tag; ARGV: the new tag, ttl, publish (0/1). Published on the list's
+# channel (its key's name: sharded like the key).
+BUMP_LIST_SCRIPT = """
+redis.call("SET", KEYS[1], ARGV[1], "EX", ARGV[2])
+if ARGV[3] == "1" then
+  redis.call("SPUBLISH", KEYS[1], "list")
+end
+return 1
+"""
+
+# A whole read in one command, on a single Redis (on a cluster its keys are in many slots: a
+# pipeline of the commands above, one round trip per shard). KEYS: the orders' hashes, the
+# forced orders' counts, then each list's tag and kept answer; ARGV: how many orders and forced
+# orders, the force window, the lists' ttl, then a new tag per list. Answers the orders' hashes
+# (flat), the forced orders' counts, and each list's tag and kept answer. The client's cost is
+# per command, not per key: one command where a read of a superapp poll took four.
+READ_ALL_SCRIPT = """
+local orders = tonumber(ARGV[1])
+local forced = tonumber(ARGV[2])
+local hashes, counts, lists = {}, {}, {}
+for i = 1, orders do
+  hashes[i] = redis.call("HGETALL", KEYS[i])
+end
+for i = 1, forced do
+  local key = KEYS[orders + i]
+  counts[i] = redis.call("INCR", key)
+  redis.call("EXPIRE", key, ARGV[3], "NX")
+end
+local first = orders + forced
+for i = 1, (#KEYS - first) / 2 do
+  local tag_key, kept_key = KEYS[first + 2 * i - 1], KEYS[first + 2 * i]
+  local new_tag = ARGV[4 + i]
+  local tag = redis.call("SET", tag_key, new_tag, "NX", "GET", "EX", ARGV[4])
+  lists[i] = {tag or new_tag, redis.call("GET", kept_key)}
+end
+return {hashes, counts, lists}
+"""
