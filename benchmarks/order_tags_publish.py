@@ -1,5 +1,5 @@
-"""Benchmark: what publishing costs a tag write. The same `TagStore.set` (one Lua script: the
-writes, then SPUBLISH of the parts that changed on the order's channel) with publishing on
+"""Benchmark: what publishing costs a tag write. The same `RedisTagStore.set` (one Lua script:
+the writes, then SPUBLISH of the parts that changed on the order's channel) with publishing on
 and off, rounds interleaved, against one embedded Redis, with a subscriber listening on
 every channel written (the case of a waiting poll on each order, the costliest).
 
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import uvloop
 
-from services.order_tags.storage import TagStore
+from services.order_tags.storage import RedisTagStore
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.redis import create_redis, tags_channel
@@ -29,7 +29,7 @@ ORDERS = 200
 CONCURRENCY = 32
 
 
-async def writes_per_second(store: TagStore, seconds: float) -> float:
+async def writes_per_second(store: RedisTagStore, seconds: float) -> float:
     done = 0
     ends = time.perf_counter() + seconds
 
@@ -69,8 +69,8 @@ async def main(seconds: float, rounds: int) -> None:
 
         reader = asyncio.create_task(drain())
         stores = {
-            "publish on": TagStore(client, ttl_s=3600, deadline_s=5.0, publish=True),
-            "publish off": TagStore(client, ttl_s=3600, deadline_s=5.0, publish=False),
+            "publish on": RedisTagStore(client, ttl_s=3600, deadline_s=5.0, publish=True),
+            "publish off": RedisTagStore(client, ttl_s=3600, deadline_s=5.0, publish=False),
         }
         results: dict[str, list[float]] = {name: [] for name in stores}
         for _ in range(rounds):

@@ -10,7 +10,7 @@ from prometheus_client import Counter
 from services.order_tags import handlers
 from services.order_tags.config import OrderTagsSettings
 from services.order_tags.keys import TAG_STORE
-from services.order_tags.storage import TagStore
+from services.order_tags.storage import RedisTagStore
 from shared.errors import Unauthorized
 from shared.redis import redis_client
 from shared.web import METRICS, PING_CHECK, create_base_app
@@ -47,7 +47,7 @@ def create_app(settings: OrderTagsSettings) -> web.Application:
 
     async def tag_store_ctx(app: web.Application) -> AsyncIterator[None]:
         async with redis_client(settings.redis) as redis:
-            store = TagStore(
+            store = RedisTagStore(
                 redis,
                 ttl_s=settings.redis.key_ttl_s,
                 deadline_s=settings.redis.command_deadline_s,

@@ -107,7 +107,10 @@ _REOPENING_MAX = 4
 _REOPEN_S = 1.0
 
 
-class TagStore:
+class RedisTagStore:
+    """The tag store over Redis (the BFF sees it through order_tags' HTTP API as its
+    `services.bff.ports.TagStore`)."""
+
     def __init__(
         self,
         redis: RedisClient,
