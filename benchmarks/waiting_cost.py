@@ -1,0 +1,577 @@
+"""Benchmark (issue 42): what a waiting poll costs beside a plain poll at the same paced rate,
+and a paced plain poll beside the same poll in a closed loop, per process, in one run.
+
+A stack of its own (embedded Redis, order_tags, the emulator with its driver off, one
+orders_state), every process on loopback. U caught-up users: one driving taxi order each,
+every tag current, a superapp poll (taxi, eats, grocery) with nothing new; one warm-up poll
+each keeps the sources' answers (list_max_age is 300 s, so none expires mid-run and no source
+is asked). Then, one after the other:
+
+- idle: nothing sent; each process's CPU per second, taken off every phase below;
+- plain paced: each user polls (wait_ms 0) once per `--period` s, the users spread over it;
+- waiting paced: each user's poll waits (`--wait-ms`, 1000: its wait ends without news, as
+  `timeout`) and the user polls again at once, as a waiting client does: about one poll per
+  user and wait, the plain paced phase's rate with the default period;
+- closed N: N workers poll back to back (wait_ms 0), for each N of `--concurrency`.
+
+Each phase runs a warm-up, then a window of `--seconds` in which CPU is read from
+/proc/<pid>/stat (utime + stime) of orders_state, order_tags, Redis and the emulator, and the
+polls answered in the window are counted; the counters are read outside the window (Redis's
+INFO commandstats, order_tags' and orders_state's /metrics), so their scrapes cost the window
+nothing. Printed per poll: CPU µs per process and for the BFF (orders_state + order_tags +
+Redis), Redis commands by name, order_tags calls by route, looks and tag cache reads; then the
+ratios waiting ÷ plain paced and plain paced ÷ closed. `--profile DIR` also samples
+orders_state and order_tags with py-spy (raw collapsed stacks into DIR) in both paced phases'
+windows and prints their top frames by self and total time (its sampling perturbs those
+windows a little: take the CPU figures from a run without it).
+
+    python benchmarks/waiting_cost.py [--users 40] [--seconds 20] [--wait-ms 1000]
+        [--period 1.0] [--concurrency 1,20] [--log-level ERROR] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+import redis.asyncio as aioredis
+import uvloop
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.capacity import SUPERAPP
+from benchmarks.users import caught_up_users
+from devtools.stack import STACK, Stack, free_ports_env, own_stack
+from shared.wire import WAIT_HEADER
+
+PROCESSES = ("orders_state", "order_tags", "redis", "emulator")
+BFF = ("orders_state", "order_tags", "redis")
+# the orders_state counters a poll moves (/metrics), by the sample names they are read from
+STATE_COUNTERS = (
+    "mlutp_poll_look_seconds_count",
+    "mlutp_tag_cache_calls_total",
+    "mlutp_order_source_calls_total",
+    "mlutp_upstream_calls_total",
+    "mlutp_waiting_poll_answers_total",
+    "mlutp_wakeups_total",
+    "mlutp_wakeup_messages_total",
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# the repository's own files are named from it in a profile's frames
+ROOT = f"{Path(__file__).resolve().parents[1]}/"
+POLL_PATH = "/mlutp/v1/orders/state"
+
+
+# what /proc says of a process: CPU seconds in user space and in the kernel (every thread),
+# the main thread's voluntary context switches (how often its loop slept and was woken), and
+# its read- and write-family system calls (sockets included)
+COUNTERS = ("user", "sys", "wakeups", "syscr", "syscw")
+
+
+def proc_counters(pid: int) -> dict[str, float]:
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    status = Path(f"/proc/{pid}/status").read_text()
+    wakeups = next(
+        line.split()[1] for line in status.splitlines() if line.startswith("voluntary_ctxt")
+    )
+    io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return {
+        "user": int(stat[11]) / CLOCK_TICKS,
+        "sys": int(stat[12]) / CLOCK_TICKS,
+        "wakeups": float(wakeups),
+        "syscr": float(io["syscr"]),
+        "syscw": float(io["syscw"]),
+    }
+
+
+@dataclass
+class Snapshot:
+    at: float
+    proc: dict[str, dict[str, float]]
+    answered: int
+    # counters read outside the window: Redis commands by name, order_tags calls by route,
+    # orders_state's poll counters
+    redis_commands: Counter[str] = field(default_factory=Counter)
+    order_tags_calls: Counter[str] = field(default_factory=Counter)
+    state: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Phase:
+    name: str
+    polls: int
+    seconds: float
+    # per process, COUNTERS over the window, what the idle process does in as long taken off
+    proc: dict[str, dict[str, float]]
+    redis_commands: Counter[str]
+    order_tags_calls: Counter[str]
+    state: Counter[str]
+    causes: Counter[str]
+    # the BFF processes' idle CPU over the window (taken off `proc`), in seconds
+    idle_bff_s: float
+
+    def us(self, process: str) -> float:
+        """CPU µs per poll, user and kernel."""
+        counters = self.proc[process]
+        return (counters["user"] + counters["sys"]) / self.polls * 1e6
+
+    def bff_us(self) -> float:
+        return sum(self.us(p) for p in BFF)
+
+    def per_poll(self, count: float) -> float:
+        return count / self.polls
+
+
+async def prometheus(session: aiohttp.ClientSession, url: str) -> Counter[str]:
+    async with session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    samples: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}"] = int(sample.value)
+    return samples
+
+
+class Bench:
+    def __init__(
+        self,
+        stack: Stack,
+        session: aiohttp.ClientSession,
+        redis: aioredis.Redis,
+        users: list[tuple[str, str]],
+        bodies: list[dict[str, Any]],
+    ) -> None:
+        self.stack = stack
+        self.session = session
+        self.redis = redis
+        self.users = users
+        self.bodies = bodies
+        self.state_url = stack.url("orders_state")
+        self.pids = {s.name: p.pid for s, p in stack.processes}
+        assert stack.redis is not None and stack.redis.pid is not None
+        self.pids["redis"] = stack.redis.pid
+        self.answered = 0
+        self.causes: Counter[str] = Counter()
+        self.stopping = False
+
+    async def poll(self, index: int, wait_ms: int) -> None:
+        user, _ = self.users[index]
+        body = {
+            "known_orders": [self.bodies[index]],
+            "supported_services": SUPERAPP,
+            "wait_ms": wait_ms,
+        }
+        async with self.session.post(
+            self.state_url + POLL_PATH, json=body, headers={"X-Yandex-UID": user}
+        ) as response:
+            payload = await response.read()
+            assert response.status == 200, (response.status, payload[:200])
+            self.causes[response.headers.get(WAIT_HEADER, "-")] += 1
+        self.answered += 1
+
+    def proc_now(self) -> dict[str, dict[str, float]]:
+        return {name: proc_counters(self.pids[name]) for name in PROCESSES}
+
+    async def counters(self, snapshot: Snapshot) -> None:
+        stats = await self.redis.info("commandstats")
+        for key, value in stats.items():
+            # the benchmark's own INFO is no poll's
+            if key.startswith("cmdstat_") and key != "cmdstat_info":
+                snapshot.redis_commands[key.removeprefix("cmdstat_")] = int(value["calls"])
+        tags = await prometheus(self.session, self.stack.url("order_tags"))
+        for name, value in tags.items():
+            if name.startswith("http_requests_total{") and "route=/v1/" in name:
+                route = name.split("route=", 1)[1].split(",", 1)[0].rstrip("}")
+                snapshot.order_tags_calls[route] += value
+        state = await prometheus(self.session, self.state_url)
+        for name, value in state.items():
+            if name.startswith(STATE_COUNTERS):
+                snapshot.state[name] = value
+
+    async def window_start(self) -> Snapshot:
+        # the scrapes first: the window starts after them
+        snapshot = Snapshot(0.0, {}, 0)
+        await self.counters(snapshot)
+        snapshot.at, snapshot.proc, snapshot.answered = (
+            time.monotonic(),
+            self.proc_now(),
+            self.answered,
+        )
+        return snapshot
+
+    async def window_end(self) -> Snapshot:
+        snapshot = Snapshot(time.monotonic(), self.proc_now(), self.answered)
+        await self.counters(snapshot)
+        return snapshot
+
+    async def run_phase(
+        self,
+        name: str,
+        drivers: list[Callable[[], Coroutine[Any, Any, None]]],
+        warmup_s: float,
+        seconds: float,
+        idle: dict[str, dict[str, float]],
+        profile: Callable[[str, float], Awaitable[None]] | None = None,
+    ) -> Phase:
+        self.stopping = False
+        self.causes.clear()
+        tasks = [asyncio.create_task(driver()) for driver in drivers]
+        # a load's warm-up and window are spans of wall time: sleeps are the point
+        await asyncio.sleep(warmup_s)
+        start = await self.window_start()
+        causes_before = Counter(self.causes)
+        if profile is not None:
+            await asyncio.gather(profile(name, seconds), asyncio.sleep(seconds))
+        else:
+            await asyncio.sleep(seconds)
+        end = await self.window_end()
+        causes = Counter(self.causes)
+        causes.subtract(causes_before)
+        self.stopping = True
+        await asyncio.gather(*tasks)
+        elapsed = end.at - start.at
+        polls = end.answered - start.answered
+        proc = {
+            p: {c: end.proc[p][c] - start.proc[p][c] - idle[p][c] * elapsed for c in COUNTERS}
+            for p in PROCESSES
+        }
+        return Phase(
+            name,
+            polls,
+            elapsed,
+            proc,
+            diff(end.redis_commands, start.redis_commands),
+            diff(end.order_tags_calls, start.order_tags_calls),
+            diff(end.state, start.state),
+            +causes,
+            sum((idle[p]["user"] + idle[p]["sys"]) * elapsed for p in BFF),
+        )
+
+    async def idle(self, seconds: float) -> dict[str, dict[str, float]]:
+        """Each process's COUNTERS per second with nothing sent."""
+        before = self.proc_now()
+        started = time.monotonic()
+        await asyncio.sleep(seconds)  # idleness is a span of time
+        after = self.proc_now()
+        elapsed = time.monotonic() - started
+        return {p: {c: (after[p][c] - before[p][c]) / elapsed for c in COUNTERS} for p in PROCESSES}
+
+    # the drivers: each one a user (paced) or a worker (closed loop), until `stopping`
+    def paced(
+        self, index: int, period_s: float, started: float
+    ) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def drive() -> None:
+            loop = asyncio.get_running_loop()
+            # the users spread over the period, as apps' polls are
+            next_at = started + period_s * index / len(self.users)
+            while not self.stopping:
+                # a client's timer between polls: the pacing is the point
+                await asyncio.sleep(max(0.0, next_at - loop.time()))
+                if self.stopping:
+                    return
+                await self.poll(index, 0)
+                next_at = max(next_at + period_s, loop.time())
+
+        return drive
+
+    def waiting(self, index: int, wait_ms: int) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def drive() -> None:
+            # the users' first polls spread over a wait, as apps' are
+            await asyncio.sleep(wait_ms / 1000 * index / len(self.users))
+            while not self.stopping:
+                # answered at its wait's end (timeout): polls again at once
+                await self.poll(index, wait_ms)
+
+        return drive
+
+    def closed(self, worker: int, workers: int) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def drive() -> None:
+            index = worker
+            while not self.stopping:
+                await self.poll(index % len(self.users), 0)
+                index += workers
+
+        return drive
+
+
+def diff(after: Counter[str], before: Counter[str]) -> Counter[str]:
+    changed = Counter(after)
+    changed.subtract(before)
+    return +changed
+
+
+def py_spy() -> str:
+    found = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(found).exists():
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    return found
+
+
+def profiler(
+    bench: Bench, directory: Path, rate: int, native: bool
+) -> Callable[[str, float], Awaitable[None]]:
+    """py-spy record of orders_state and order_tags for a window, raw collapsed stacks."""
+    binary = py_spy()
+    directory.mkdir(parents=True, exist_ok=True)
+
+    async def record(phase: str, seconds: float) -> None:
+        runs = []
+        for process in ("orders_state", "order_tags"):
+            out = directory / f"{phase.replace(' ', '_')}-{process}.txt"
+            command = [
+                binary,
+                "record",
+                "--pid",
+                str(bench.pids[process]),
+                "--rate",
+                str(rate),
+                "--duration",
+                str(max(1, int(seconds))),
+                "--format",
+                "raw",
+                "--nonblocking",
+                "-o",
+                str(out),
+            ]
+            if native:
+                command.append("--native")
+            runs.append(
+                await asyncio.create_subprocess_exec(
+                    *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+                )
+            )
+        await asyncio.gather(*(run.wait() for run in runs))
+
+    return record
+
+
+def frame_name(frame: str) -> str:
+    """`function (path:line)` without the line: a function's samples together."""
+    head, _, place = frame.rpartition(" (")
+    if not head:
+        return frame
+    path = place.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", ROOT, "lib/python3.11/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f"{head} ({path})"
+
+
+def summarize(path: Path, top: int) -> str:
+    """The top frames of a raw py-spy profile by self and by total samples, in %."""
+    self_samples: Counter[str] = Counter()
+    total_samples: Counter[str] = Counter()
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [frame_name(f) for f in stack.split(";")]
+        # the thread's name first: not a frame
+        if frames and frames[0].startswith(("process ", "thread ")):
+            frames = frames[1:]
+        if not frames:
+            continue
+        samples += count
+        self_samples[frames[-1]] += count
+        for frame in set(frames):
+            total_samples[frame] += count
+    if not samples:
+        return f"{path.name}: no samples"
+    lines = [f"{path.name}: {samples} samples"]
+    for title, counts in (("self", self_samples), ("total", total_samples)):
+        lines.append(f"  top by {title}:")
+        for frame, count in counts.most_common(top):
+            lines.append(f"    {count / samples * 100:5.1f} %  {frame}")
+    return "\n".join(lines)
+
+
+def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -> None:
+    print(
+        f"{users} caught-up users, a superapp poll ({', '.join(SUPERAPP)}) with nothing new; "
+        "CPU µs per poll (idle CPU taken off; +idle: the BFF's with it)"
+    )
+    print(
+        "idle, per second: "
+        + "; ".join(
+            f"{p} CPU {(idle[p]['user'] + idle[p]['sys']) * 100:.2f} % of a core, "
+            f"{idle[p]['wakeups']:.0f} wakeups"
+            for p in PROCESSES
+        )
+    )
+    head = (
+        f"{'phase':<15}{'polls':>7}{'polls/s':>9}{'orders_state':>13}{'order_tags':>11}"
+        f"{'redis':>8}{'emulator':>9}{'BFF':>8}{'+idle':>7}{'looks':>7}{'tag rd':>7}{'ot calls':>9}"
+        f"{'redis cmds':>11}"
+    )
+    print(head)
+    for phase in phases:
+        looks = sum(v for k, v in phase.state.items() if k.startswith("mlutp_poll_look"))
+        reads = sum(v for k, v in phase.state.items() if k.startswith("mlutp_tag_cache_calls"))
+        print(
+            f"{phase.name:<15}{phase.polls:>7}{phase.polls / phase.seconds:>9.1f}"
+            f"{phase.us('orders_state'):>13.0f}{phase.us('order_tags'):>11.0f}"
+            f"{phase.us('redis'):>8.0f}{phase.us('emulator'):>9.0f}{phase.bff_us():>8.0f}"
+            f"{phase.bff_us() + phase.idle_bff_s / phase.polls * 1e6:>7.0f}"
+            f"{phase.per_poll(looks):>7.2f}{phase.per_poll(reads):>7.2f}"
+            f"{phase.per_poll(sum(phase.order_tags_calls.values())):>9.3f}"
+            f"{phase.per_poll(sum(phase.redis_commands.values())):>11.3f}"
+        )
+    print(
+        "\nper poll, from /proc: CPU µs in user space / in the kernel, wakeups (voluntary "
+        "context switches), read / write system calls"
+    )
+    print(f"{'phase':<15}" + "".join(f"{p:>30}" for p in PROCESSES))
+    for phase in phases:
+        cells = []
+        for p in PROCESSES:
+            c = {k: phase.per_poll(v) for k, v in phase.proc[p].items()}
+            cells.append(
+                f"{c['user'] * 1e6:.0f}/{c['sys'] * 1e6:.0f} µs {c['wakeups']:.2f}w "
+                f"{c['syscr']:.2f}r {c['syscw']:.2f}w"
+            )
+        print(f"{phase.name:<15}" + "".join(f"{cell:>30}" for cell in cells))
+    print("\nper poll, by kind (counters read outside the window):")
+    for phase in phases:
+        commands = ", ".join(
+            f"{name} {phase.per_poll(n):.3f}" for name, n in phase.redis_commands.most_common()
+        )
+        calls = ", ".join(
+            f"{route} {phase.per_poll(n):.3f}" for route, n in phase.order_tags_calls.most_common()
+        )
+        state = ", ".join(
+            f"{name} {phase.per_poll(n):.3f}"
+            for name, n in sorted(phase.state.items())
+            if not name.startswith("mlutp_poll_look")
+        )
+        print(f"  {phase.name}: answers by X-Mlutp-Wait {dict(phase.causes)}")
+        not_ok = sum(
+            n
+            for name, n in phase.state.items()
+            if name.startswith("mlutp_tag_cache_calls") and "outcome=ok" not in name
+        )
+        if not_ok:
+            # a tag read past its deadline degrades the poll: it asks the sources, and a
+            # waiting one answers at once; such polls are not the cost measured here
+            print(
+                f"    WARNING: {not_ok} tag cache reads not ok ({not_ok / phase.polls:.1%} of "
+                "polls degraded: a busy machine); run again on a quieter one"
+            )
+        print(f"    redis: {commands or '-'}")
+        print(f"    order_tags: {calls or '-'}")
+        print(f"    orders_state: {state or '-'}")
+    by_name = {phase.name: phase for phase in phases}
+    plain, waiting = by_name["plain paced"], by_name["waiting paced"]
+
+    def ratios(a: Phase, b: Phase) -> str:
+        parts = [f"{p} {a.us(p) / b.us(p):.2f}" for p in BFF if b.us(p) > 0]
+        return f"BFF {a.bff_us() / b.bff_us():.2f} ({', '.join(parts)})"
+
+    print(f"\nwaiting paced / plain paced: {ratios(waiting, plain)}   [goal BFF <= 1.5]")
+    for phase in phases:
+        if phase.name.startswith("closed"):
+            print(f"plain paced / {phase.name}: {ratios(plain, phase)}   [goal BFF <= 1.5]")
+
+
+async def run(
+    args: argparse.Namespace,
+) -> tuple[list[Phase], dict[str, dict[str, float]]]:
+    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": args.log_level}
+    env |= {"EMULATOR_DRIVER_ENABLED": "false"}
+    # what a poll costs, not admission control
+    env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"
+    # no kept answer expires mid-run: no source is asked, every poll has nothing new
+    env["MLUTP_LIST_MAX_AGE_S"] = "300"
+    env.pop("REDIS_URL", None)
+    services = [s for s in STACK if s.name in ("orders_state", "order_tags", "emulator")]
+    concurrencies = [int(c) for c in args.concurrency.split(",") if c]
+    async with own_stack(env, services) as stack:
+        redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=30)
+        ) as session:
+            users, bodies = await caught_up_users(
+                session, stack.url("emulator"), redis, args.users, "waiting-cost"
+            )
+            bench = Bench(stack, session, redis, users, bodies)
+            # warm-up: every user's sources asked once and their answers kept
+            for index in range(len(users)):
+                await bench.poll(index, 0)
+            idle = await bench.idle(args.idle_seconds)
+            profile = (
+                profiler(bench, Path(args.profile), args.profile_rate, args.native)
+                if args.profile
+                else None
+            )
+            loop = asyncio.get_running_loop()
+            phases: list[Phase] = []
+            phases.append(
+                await bench.run_phase(
+                    "plain paced",
+                    [bench.paced(i, args.period, loop.time()) for i in range(len(users))],
+                    args.period + 1,
+                    args.seconds,
+                    idle,
+                    profile,
+                )
+            )
+            # the first waiting poll of each user subscribes its channels: the warm-up takes
+            # two waits, so the window sees the steady state (channels kept by the linger)
+            phases.append(
+                await bench.run_phase(
+                    "waiting paced",
+                    [bench.waiting(i, args.wait_ms) for i in range(len(users))],
+                    2 * args.wait_ms / 1000 + 1,
+                    args.seconds,
+                    idle,
+                    profile,
+                )
+            )
+            for workers in concurrencies:
+                phases.append(
+                    await bench.run_phase(
+                        f"closed {workers}",
+                        [bench.closed(w, workers) for w in range(workers)],
+                        1.0,
+                        args.closed_seconds,
+                        idle,
+                    )
+                )
+        await redis.aclose()
+    return phases, idle
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=20.0, help="each paced window")
+    parser.add_argument("--closed-seconds", type=float, default=10.0, help="each closed window")
+    parser.add_argument("--idle-seconds", type=float, default=5.0)
+    parser.add_argument("--wait-ms", type=int, default=1000)
+    parser.add_argument("--period", type=float, default=1.0, help="s between a user's plain polls")
+    parser.add_argument("--concurrency", default="1,20", help="closed-loop workers, a list")
+    parser.add_argument("--log-level", default="ERROR", help="the services' LOG_LEVEL")
+    parser.add_argument("--profile", default="", help="a directory: py-spy the paced phases")
+    parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per s")
+    parser.add_argument("--native", action="store_true", help="py-spy --native")
+    parser.add_argument("--top", type=int, default=25, help="frames shown per profile")
+    args = parser.parse_args()
+    phases, idle = uvloop.run(run(args))
+    report(phases, idle, args.users)
+    if args.profile:
+        for path in sorted(Path(args.profile).glob("*.txt")):
+            print()
+            print(summarize(path, args.top))
