@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,7 +191,7 @@ class UpstreamClient:
         path: str,
         body: bytes,
         *,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         deadline_s: float | None = None,
     ) -> UpstreamResponse:
         """POST JSON; retries per the policy; raises TimeoutError past the deadline and
@@ -227,7 +227,7 @@ class UpstreamClient:
         self,
         path: str,
         body: bytes,
-        headers: dict[str, str] | None,
+        headers: Mapping[str, str] | None,
         deadline_s: float | None,
         retry_options: ExponentialRetry | None,
     ) -> UpstreamResponse:

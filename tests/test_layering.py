@@ -115,6 +115,7 @@ CORE = (
     "services.bff.field_cut",
     "services.bff.part_request",
     "services.bff.admission",
+    "services.bff.poll",
 )
 
 

@@ -32,6 +32,7 @@ from services.bff.listings import Listings
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
+from services.bff.poll import Caller, Poll
 from services.bff.ports import OrderSource, PartUpstream
 from services.bff.tag_cache import TagCache, TagsRead
 from services.bff.tag_reads import JoinedTagReads
@@ -91,28 +92,23 @@ class ObservedEngine(OrdersStateEngine):
     # what of Redis the process knows it has lost now ("" when nothing)
     lost: Callable[[], str]
 
-    async def look(
-        self,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        headers: dict[str, str],
-        stated_versions: Mapping[str, str] | None = None,
-        *,
-        handing_out: bool = False,
-    ) -> LookResult:
+    async def look(self, poll: Poll, *, handing_out: bool = False) -> LookResult:
         started = asyncio.get_running_loop().time()
-        poll = CURRENT_POLL.get()
+        state = CURRENT_POLL.get()
         lost = self.lost()
-        if poll is not None and poll.held and lost:
+        if state is not None and state.held and lost:
             # docs/protocol.md: Waiting poll, "polls already held when the tag cache or the
             # pub/sub connection is lost are answered with their last look, with no new look"
-            self.observer.looked_again(self.process, headers[USER_HEADER], lost)
-        before = self.observer.look_started(known)
-        result = await super().look(
-            known, services, headers, stated_versions, handing_out=handing_out
-        )
-        self.observer.look(self.process, headers[USER_HEADER], known, started, result, before)
+            self.observer.looked_again(self.process, poll.user_id, lost)
+        before = self.observer.look_started(poll.known)
+        result = await super().look(poll, handing_out=handing_out)
+        self.observer.look(self.process, poll.user_id, poll.known, started, result, before)
         return result
+
+
+def _caller(user_id: str) -> Caller:
+    """A simulated request's caller: the user id, forwarded as the gateway's header."""
+    return Caller(user_id, {USER_HEADER: user_id})
 
 
 class OrderedListings(Listings):
@@ -278,14 +274,15 @@ class BffProcess:
             try:
                 # a shed poll is refused before its body is read
                 self.admission.check()
-                poll = parse_poll(self.limits, known, body.get("supported_services"))
-                answer = await self.waiting.answer(
-                    poll.known,
-                    poll.services,
-                    {USER_HEADER: user_id},
+                parsed = parse_poll(self.limits, known, body.get("supported_services"))
+                poll = Poll(
+                    _caller(user_id),
+                    parsed.known,
+                    parsed.services,
+                    body.get("policy_versions") or {},
                     wait_ms,
-                    body.get("policy_versions"),
                 )
+                answer = await self.waiting.answer(poll)
             except Overloaded as exc:
                 reply = PollReply(
                     503,
@@ -321,16 +318,13 @@ class BffProcess:
         started = loop.time()
         known = body["known_orders"]
         try:
-            poll = parse_poll(self.limits, known, body["supported_services"], only_supported=True)
+            parsed = parse_poll(self.limits, known, body["supported_services"], only_supported=True)
+            poll = Poll(
+                _caller(user_id), parsed.known, parsed.services, body.get("policy_versions") or {}
+            )
             try:
                 with self.admission.look():
-                    result = await self.engine.look(
-                        poll.known,
-                        poll.services,
-                        {USER_HEADER: user_id},
-                        body.get("policy_versions"),
-                        handing_out=True,
-                    )
+                    result = await self.engine.look(poll, handing_out=True)
             except Overloaded as exc:
                 reply = PollReply(
                     503,
@@ -369,7 +363,7 @@ class BffProcess:
                 endpoint,
                 [RequestedOrder(orderid, tag) for orderid, tag in orders],
                 {"format_currency": True},
-                {USER_HEADER: user_id},
+                _caller(user_id),
             )
             self.observer.part_answered(user_id, endpoint, parts)
             return parts

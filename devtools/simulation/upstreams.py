@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from devtools.simulation.world import World
+from services.bff.poll import Caller
 from services.bff.ports import Fetched, FetchOutcome
 from shared import wire
 from shared.protocol.circuit import CircuitBreaker
@@ -163,11 +164,12 @@ class SourceClient:
 
     async def list_active(
         self,
-        headers: dict[str, str],
+        caller: Caller,
         known: Sequence[SourceKnownOrder] = (),
         at_least: str | None = None,
     ) -> SourceResponse | None:
-        user_id = headers[USER_HEADER]
+        # the user id a real source reads from the forwarded X-Yandex-UID
+        user_id = caller.headers[USER_HEADER]
         outcome, answer = await self.guard.call(
             lambda: self.backend.attempt(user_id, at_least), retry_on_timeout=False
         )
@@ -211,9 +213,9 @@ class UpstreamClient:
         self.backend = backend
         self.guard = Guard(clock)
 
-    async def fetch(self, body: Mapping[str, Any], headers: dict[str, str]) -> Fetched:
+    async def fetch(self, body: Mapping[str, Any], caller: Caller) -> Fetched:
         key = OrderKey(self.backend.service, str(body["orderid"]))
-        user_id = headers[USER_HEADER]
+        user_id = caller.headers[USER_HEADER]
         outcome, fetched = await self.guard.call(
             lambda: self.backend.attempt(key, user_id), retry_on_timeout=True
         )

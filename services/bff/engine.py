@@ -18,6 +18,7 @@ from services.bff.coalesce import Coalesced
 from services.bff.known_orders import ParsedKnownOrder
 from services.bff.listings import Listings
 from services.bff.metrics import BffMetrics
+from services.bff.poll import Poll
 from services.bff.ports import OrderSource
 from services.bff.tag_cache import StoredTags, TagCache, TagsRead
 from shared.answer import (
@@ -45,7 +46,7 @@ from shared.protocol.ordering import (
 from shared.protocol.policy_versions import held_versions, versions_to_hold
 from shared.protocol.tags import known_content_tags, refetch_phase
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
-from shared.wire import USER_HEADER, ForcedOrder, ListKey, OrderKey
+from shared.wire import ForcedOrder, ListKey, OrderKey
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,12 @@ class OrdersStateEngine:
         rules = self.policy.launch_rules
         return [rule for service, version in versions.items() for rule in rules[service, version]]
 
-    def listed_services(self, services: Sequence[str], user_id: str | None) -> list[str]:
-        """The queried services whose sources bump list tags: their answers are kept, their
-        list channels wake waiting polls."""
-        if not user_id or not self.config.list_tags:
+    def listed_services(self, poll: Poll) -> list[str]:
+        """The poll's queried services whose sources bump list tags: their answers are kept,
+        their list channels wake waiting polls."""
+        if not self.config.list_tags:
             return []
-        return [s for s in services if s in self.sources and self.policy.services[s].list_tags]
+        return [s for s in poll.services if s in self.sources and self.policy.services[s].list_tags]
 
     def _known_by_source(
         self,
@@ -177,9 +178,8 @@ class OrdersStateEngine:
     async def _query_sources(
         self,
         services: Sequence[str],
-        known: Sequence[ParsedKnownOrder],
+        poll: Poll,
         versions: Mapping[str, str],
-        headers: dict[str, str],
         at_least: Mapping[str, str],
     ) -> tuple[dict[str, SourceResponse | None], set[str]]:
         """Each served service's source, told the list tag read before the call (`at_least`);
@@ -187,18 +187,19 @@ class OrdersStateEngine:
         source that failed. Also the services whose answer this poll shared with another's
         call (that poll keeps it)."""
         served = [service for service in services if service in self.sources]
-        told = self._known_by_source(known, served, versions, int(time.time() * 1000))
-        user_id = headers.get(USER_HEADER)
+        told = self._known_by_source(poll.known, served, versions, int(time.time() * 1000))
+        caller = poll.caller
 
         async def ask(service: str) -> tuple[SourceResponse | None, bool]:
             source, tag = self.sources[service], at_least.get(service)
-            if tag is None or not user_id:
-                return await source.list_active(headers, told[service]), False
+            if tag is None:
+                return await source.list_active(caller, told[service]), False
             # however many polls of the user find its kept answer missing or expired at
             # once (devices, tabs, the polls a bump wakes), the source is asked once: those
             # that read the same list tag share the answer
             return await self._asking.run(
-                (service, user_id, tag), lambda: source.list_active(headers, told[service], tag)
+                (service, caller.user_id, tag),
+                lambda: source.list_active(caller, told[service], tag),
             )
 
         results = await asyncio.gather(*(ask(service) for service in served))
@@ -219,7 +220,7 @@ class OrdersStateEngine:
         keys: list[OrderKey],
         read: TagsRead | None,
         creatable: set[OrderKey],
-        user_id: str | None,
+        user_id: str,
     ) -> StoredTags | None:
         """The tags of the orders the sources listed: those the poll's first read had, and
         the rest read now (a new order); None when the tag cache is unavailable. Tags are
@@ -308,52 +309,41 @@ class OrdersStateEngine:
         self.metrics.force.labels("honoured" if honoured else "over_budget").inc()
         return honoured
 
-    async def look(
-        self,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        headers: dict[str, str],
-        stated_versions: Mapping[str, str] | None = None,
-        *,
-        handing_out: bool = False,
-    ) -> LookResult:
+    async def look(self, poll: Poll, *, handing_out: bool = False) -> LookResult:
         """One look: every queried source, then the tags of the orders they list. The orders
         are decided by the policy version the client holds, or with `handing_out` (launch)
         by the version it is handed."""
         with self.metrics.poll_look.time():
             held = held_versions(
                 self.policy,
-                services,
-                stated_versions or {},
-                ((k.order.service, k.order.tags) for k in known),
+                poll.services,
+                poll.stated_versions,
+                ((k.order.service, k.order.tags) for k in poll.known),
             )
             to_hold = versions_to_hold(self.policy, held)
-            return await self._look(
-                known, services, headers, to_hold if handing_out else held, to_hold, held
-            )
+            return await self._look(poll, to_hold if handing_out else held, to_hold, held)
 
     async def _look(
         self,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        headers: dict[str, str],
+        poll: Poll,
         versions: dict[str, str],
         to_hold: dict[str, str],
         held: dict[str, str],
     ) -> LookResult:
+        known, services = poll.known, poll.services
         # the checked user id (services.bff.requests): a kept answer is read for it alone
-        user_id = headers.get(USER_HEADER)
-        listed_services = self.listed_services(services, user_id)
+        user_id = poll.user_id
+        listed_services = self.listed_services(poll)
         # one order_tags call: the known orders' tags, and the lists' tags and kept answers
         read = await self.tag_cache.read(
             [k.key for k in known if k.order.service in self.sources],
-            [ListKey(service, user_id) for service in listed_services if user_id],
+            [ListKey(service, user_id) for service in listed_services],
             # counted against the order's budget of this user: naming another's order with
             # force spends nothing of its owner's
             force=[
                 ForcedOrder(k.order.service, k.order.orderid, user_id)
-                for k in known
-                if k.order.force and k.order.service in self.sources
+                for k in poll.forced
+                if k.order.service in self.sources
             ],
             force_per_minute=self.config.force_per_order_per_minute,
         )
@@ -361,7 +351,7 @@ class OrdersStateEngine:
         # the list tag read before each source is asked: it serves data at least that new
         list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
         asked, shared = await self._query_sources(
-            [s for s in services if s not in kept], known, versions, headers, list_tags
+            [s for s in services if s not in kept], poll, versions, list_tags
         )
         sources: dict[str, SourceResponse | None] = {**asked, **kept}
         available = {service: result for service, result in sources.items() if result is not None}
@@ -398,19 +388,18 @@ class OrdersStateEngine:
                 omits_a_just_created_order=service in omitting,
             )
         }
-        if user_id:
-            # a lagging answer is used for this poll alone: kept, it would stand for the
-            # source under a tag whose data it does not show, longer than the created grace
-            # by the poll that made the call alone: those that shared it would write it again
-            self.listings.keep(
-                user_id,
-                read,
-                {
-                    s: a
-                    for s, a in asked.items()
-                    if s in current and s in listed_services and s not in shared
-                },
-            )
+        # a lagging answer is used for this poll alone: kept, it would stand for the source
+        # under a tag whose data it does not show, longer than the created grace; by the poll
+        # that made the call alone: those that shared it would write it again
+        self.listings.keep(
+            user_id,
+            read,
+            {
+                s: a
+                for s, a in asked.items()
+                if s in current and s in listed_services and s not in shared
+            },
+        )
         # only a just-asked current answer's orders get missing tags: a kept answer may list an
         # order that has finished since (its tags deleted, its list bump not read yet), and
         # tags made for it again would also open its created grace, showing it for 10 s more

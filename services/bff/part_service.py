@@ -19,12 +19,13 @@ from services.bff.fetch_memo import FetchMemo, Remembered
 from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
+from services.bff.poll import Caller
 from services.bff.ports import Fetched, FetchOutcome, OrderSource, PartUpstream, error_part
 from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, upstream_content_tags
-from shared.wire import USER_HEADER, OrderKey
+from shared.wire import OrderKey
 
 
 @dataclass(frozen=True)
@@ -138,22 +139,15 @@ class PartService:
             endpoint.stage.value,
         ).inc()
 
-    def _key(
-        self,
-        endpoint: PartEndpoint,
-        orderid: str,
-        headers: Mapping[str, str],
-    ) -> FetchKey:
-        return FetchKey(
-            endpoint.rule.upstream_name, endpoint.service, orderid, headers.get(USER_HEADER, "")
-        )
+    def _key(self, endpoint: PartEndpoint, orderid: str, caller: Caller) -> FetchKey:
+        return FetchKey(endpoint.rule.upstream_name, endpoint.service, orderid, caller.user_id)
 
     async def fetch_parts(
         self,
         endpoint: PartEndpoint,
         orders: Sequence[RequestedOrder],
         other_fields: Mapping[str, Any],
-        headers: dict[str, str],
+        caller: Caller,
     ) -> list[dict[str, Any]]:
         """Each order's fetch is its content tags, then its upstream call; one that is
         already running for the same order, user and request is joined instead of repeated,
@@ -165,7 +159,7 @@ class PartService:
         fetches: list[OrderFetch] = []
         started: list[StartedFetch] = []
         for order in orders:
-            key = self._key(endpoint, order.orderid, headers)
+            key = self._key(endpoint, order.orderid, caller)
             running = self._in_flight.get(key) if self.coalesce else None
             if running is None:
                 running = OrderFetch(loop.create_future())
@@ -183,7 +177,7 @@ class PartService:
         if started:
             # runs on its own: a request that goes away must not fail those that joined it
             task = asyncio.create_task(
-                self._run(endpoint, started, other_fields, headers), name="part-fetch"
+                self._run(endpoint, started, other_fields, caller), name="part-fetch"
             )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -211,7 +205,7 @@ class PartService:
         endpoint: PartEndpoint,
         started: list[StartedFetch],
         other_fields: Mapping[str, Any],
-        headers: dict[str, str],
+        caller: Caller,
     ) -> None:
         try:
             upstream = self.upstreams[endpoint.rule.upstream_name]
@@ -257,7 +251,7 @@ class PartService:
                     body["at_least"] = at_least
                 else:
                     body.pop("at_least", None)
-                fetched = await upstream.fetch(body, headers)
+                fetched = await upstream.fetch(body, caller)
                 if fetched.outcome is not FetchOutcome.STALE:
                     memo.put(one.key, Remembered(fetched, issued_ms, one.fetch.stored), issued_ms)
                 one.fetch.fetched.set_result(fetched)
@@ -271,14 +265,14 @@ class PartService:
                     del self._in_flight[one.key]
 
     async def fetch_route(
-        self, endpoint: PartEndpoint, body: dict[str, Any], headers: dict[str, str]
+        self, endpoint: PartEndpoint, body: dict[str, Any], caller: Caller
     ) -> dict[str, Any]:
         """The route part: taxiroute proxied for one order. It has no content tag (the
         client polls it by its own route rules), so its tag's content is unknown."""
         self.count_request(endpoint)
         orderid = body.get("orderid")
         if orderid is None:
-            listed = await self.sources[endpoint.service].list_active(headers)
+            listed = await self.sources[endpoint.service].list_active(caller)
             active = (
                 [(order.created_at, order.orderid) for order in listed.orders]
                 if listed is not None
@@ -287,5 +281,5 @@ class PartService:
             orderid = route_orderid(None, active)
         body = {name: value for name, value in body.items() if value is not None}
         body["orderid"] = orderid
-        fetched = await self.upstreams[endpoint.rule.upstream_name].fetch(body, headers)
+        fetched = await self.upstreams[endpoint.rule.upstream_name].fetch(body, caller)
         return self._part(endpoint, orderid, fetched, None, int(time.time() * 1000))

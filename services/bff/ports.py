@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from services.bff.poll import Caller
 from shared.upstream_wire import SourceKnownOrder, SourceResponse
 from shared.wire import ForcedOrder, KeptAnswerOut, ListKey, OrderKey, OrderParts, TagsGetResponse
 
@@ -39,20 +40,22 @@ class OrderSource(Protocol):
 
     async def list_active(
         self,
-        headers: dict[str, str],
+        caller: Caller,
         known: Sequence[SourceKnownOrder] = (),
         at_least: str | None = None,
     ) -> SourceResponse | None:
-        """None when the source is unavailable for this request (failed, late, garbage).
-        `known`: the client's known orders of this service, with their content tags;
-        `at_least`: the user's list tag read before the call."""
+        """The caller's active orders; None when the source is unavailable for this request
+        (failed, late, garbage). `known`: the client's known orders of this service, with
+        their content tags; `at_least`: the user's list tag read before the call."""
         ...
 
 
 class PartUpstream(Protocol):
     """The upstream of a part type (totw, eats details, taxiroute, ...)."""
 
-    async def fetch(self, body: Mapping[str, Any], headers: dict[str, str]) -> Fetched: ...
+    async def fetch(self, body: Mapping[str, Any], caller: Caller) -> Fetched:
+        """The upstream's document of the order `body` names, fetched for `caller`."""
+        ...
 
 
 class TagStore(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from services.bff.poll import Caller
 from shared.errors import BadRequest, Unauthorized
 from shared.web import request_id
 from shared.wire import FORWARDED_TEXT, USER_HEADER, checked_user_id
@@ -43,3 +44,9 @@ def upstream_headers(request: web.Request, user_id: str) -> dict[str, str]:
     headers[USER_HEADER] = user_id
     headers["X-Request-Id"] = request_id(request)
     return headers
+
+
+def request_caller(request: web.Request, user_id: str) -> Caller:
+    """The caller of a request `require_user` accepted as `user_id`: built once, the core
+    reads the user id from it and forwards its headers."""
+    return Caller(user_id, upstream_headers(request, user_id))

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from services.bff.poll import Caller
 from services.bff.ports import Fetched, FetchOutcome
 from shared import wire
 from shared.errors import ServiceUnavailable
@@ -52,7 +53,7 @@ class OrderSourceClient(UpstreamClient):
 
     async def list_active(
         self,
-        headers: dict[str, str],
+        caller: Caller,
         known: Sequence[SourceKnownOrder] = (),
         at_least: str | None = None,
     ) -> SourceResponse | None:
@@ -61,7 +62,7 @@ class OrderSourceClient(UpstreamClient):
         user's list tag read before the call."""
         request = SourceRequest(list(known), at_least)
         try:
-            response = await self.post("", wire.encode(request), headers=headers)
+            response = await self.post("", wire.encode(request), headers=caller.headers)
         except CircuitOpenError:
             return None  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -104,9 +105,9 @@ class PartUpstreamClient(UpstreamClient):
             protection=protection,
         )
 
-    async def fetch(self, body: Mapping[str, Any], headers: dict[str, str]) -> Fetched:
+    async def fetch(self, body: Mapping[str, Any], caller: Caller) -> Fetched:
         try:
-            response = await self.post("", wire.encode(body), headers=headers)
+            response = await self.post("", wire.encode(body), headers=caller.headers)
         except CircuitOpenError:
             return Fetched(FetchOutcome.STALE)  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -121,10 +122,10 @@ class PartUpstreamClient(UpstreamClient):
             return Fetched(FetchOutcome.STALE)
         return Fetched(FetchOutcome.OK, response.body)
 
-    async def pass_through(self, body: bytes, headers: dict[str, str]) -> UpstreamResponse:
+    async def pass_through(self, body: bytes, caller: Caller) -> UpstreamResponse:
         """The legacy call as it is: same body, same answer."""
         try:
-            return await self.post("", body, headers=headers)
+            return await self.post("", body, headers=caller.headers)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise ServiceUnavailable(
                 f"the upstream did not answer: {exc!r}", code="upstream_unavailable"

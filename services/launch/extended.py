@@ -8,9 +8,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.bff.known_orders import ParsedKnownOrder
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
+from services.bff.poll import Poll
 from shared.answer import AnsweredOrder
 from shared.policy import PollingPolicy
 from shared.protocol.extended_info import inline_parts, part_parameters, parts_to_inline
@@ -21,16 +21,15 @@ async def with_required_parts(
     orders: Sequence[AnsweredOrder],
     parts: PartService,
     policy: PollingPolicy,
-    headers: dict[str, str],
+    poll: Poll,
     *,
     versions: Mapping[str, str],
-    known: Sequence[ParsedKnownOrder] = (),
     sent_parameters: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[AnsweredOrder]:
     """Each order with the required parts it needs inline, of the policy version handed out
     for its service (`versions`), fetched with the fields the app sent for their part type
-    (or the documented defaults), and with the app's tags of them, so their upstreams get the
-    content tags the app holds."""
+    (or the documented defaults), and with the tags of them the poll's known orders hold, so
+    their upstreams get the content tags the app holds."""
     endpoints = {
         (endpoint.service, endpoint.rule.part_name): endpoint
         for endpoint in policy.endpoints
@@ -45,7 +44,7 @@ async def with_required_parts(
         for service, version in versions.items()
     }
     wanted = parts_to_inline(orders, required)
-    held = {k.key: k.order.tags for k in known}
+    held = {k.key: k.order.tags for k in poll.known}
 
     def requested(service: str, part: str, orderid: str) -> RequestedOrder:
         return RequestedOrder(orderid, held.get(OrderKey(service, orderid), {}).get(part))
@@ -57,7 +56,7 @@ async def with_required_parts(
                 endpoints[(service, part)],
                 [requested(service, part, orderid) for orderid in orderids],
                 part_parameters(endpoints[(service, part)].rule.part_type, sent_parameters or {}),
-                headers,
+                poll.caller,
             )
             for (service, part), orderids in wanted.items()
         )

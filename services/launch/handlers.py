@@ -4,7 +4,8 @@ import msgspec
 from aiohttp import web
 
 from services.bff.known_orders import parse_poll
-from services.bff.requests import require_user, upstream_headers
+from services.bff.poll import Poll
+from services.bff.requests import request_caller, require_user
 from services.bff.resources import ADMISSION, ENGINE, LIMITS, PARTS, POLICY
 from services.bff.wire import INTERVAL_HEADER, LaunchRequest, LaunchResponse, LaunchState
 from services.launch.extended import with_required_parts
@@ -24,27 +25,25 @@ async def launch(request: web.Request) -> web.Response:
     for part_type, fields in body.part_parameters.items():
         wire.check_depth(fields, f"part_parameters.{part_type}")
     # launch queries only the services the client supports, and gives their policy
-    poll = parse_poll(
+    parsed = parse_poll(
         request.app[LIMITS], body.known_orders, body.supported_services, only_supported=True
     )
-    request.app[ENGINE].metrics.ignored_names(poll.ignored)
-    known, services = poll.known, poll.services
-    headers = upstream_headers(request, user_id)
+    request.app[ENGINE].metrics.ignored_names(parsed.ignored)
+    poll = Poll(
+        request_caller(request, user_id), parsed.known, parsed.services, body.policy_versions
+    )
     with request.app[ADMISSION].look():
         # the policy handed out: the version the client was told, where served as current or
         # announced, else the current one; its orders are decided by it
-        result = await request.app[ENGINE].look(
-            known, services, headers, body.policy_versions, handing_out=True
-        )
+        result = await request.app[ENGINE].look(poll, handing_out=True)
     orders = result.orders
     if EXTENDED_ORDER_INFO in body.supported:
         orders = await with_required_parts(
             orders,
             request.app[PARTS],
             request.app[POLICY],
-            headers,
+            poll,
             versions=result.policy_versions,
-            known=known,
             sent_parameters=body.part_parameters,
         )
     rules = request.app[ENGINE].policy_rules(result.policy_versions)

@@ -8,7 +8,8 @@ from aiohttp.typedefs import Handler
 
 from services.bff.known_orders import parse_poll
 from services.bff.part_request import parse_part_request
-from services.bff.requests import require_user, upstream_headers
+from services.bff.poll import Poll
+from services.bff.requests import request_caller, require_user
 from services.bff.resources import ADMISSION, ENGINE, LIMITS, PARTS, TOTW
 from services.bff.wire import INTERVAL_HEADER, PartResponse, StateRequest, StateResponse
 from services.orders_state.keys import MAX_PART_ORDERS
@@ -31,15 +32,16 @@ async def orders_state(request: web.Request) -> web.Response:
     # a shed poll is refused before its body is read: the cheapest 503 there is
     request.app[ADMISSION].check()
     body = await read_json(request, _state_request)
-    poll = parse_poll(request.app[LIMITS], body.known_orders, body.supported_services)
-    request.app[ENGINE].metrics.ignored_names(poll.ignored)
-    answer = await request.app[WAITING].answer(
-        poll.known,
-        poll.services,
-        upstream_headers(request, user_id),
-        body.wait_ms,
+    parsed = parse_poll(request.app[LIMITS], body.known_orders, body.supported_services)
+    request.app[ENGINE].metrics.ignored_names(parsed.ignored)
+    poll = Poll(
+        request_caller(request, user_id),
+        parsed.known,
+        parsed.services,
         body.policy_versions,
+        body.wait_ms,
     )
+    answer = await request.app[WAITING].answer(poll)
     payload = wire.encode(
         StateResponse(
             encode_orders(answer.result.orders),
@@ -65,7 +67,7 @@ def part_handler(endpoint: PartEndpoint) -> Handler:
         body = await read_json(request, _object)
         parsed = parse_part_request(body, request.app[MAX_PART_ORDERS])
         parts = await request.app[PARTS].fetch_parts(
-            endpoint, parsed.orders, parsed.other_fields, upstream_headers(request, user_id)
+            endpoint, parsed.orders, parsed.other_fields, request_caller(request, user_id)
         )
         return json_response(PartResponse(parts))
 
@@ -77,7 +79,7 @@ def route_handler(endpoint: PartEndpoint) -> Handler:
         user_id = require_user(request)
         body = await read_json(request, _route_request)
         part = await request.app[PARTS].fetch_route(
-            endpoint, msgspec.to_builtins(body), upstream_headers(request, user_id)
+            endpoint, msgspec.to_builtins(body), request_caller(request, user_id)
         )
         return json_response(part)
 
@@ -88,7 +90,7 @@ async def taxiontheway(request: web.Request) -> web.Response:
     """The legacy endpoint, passed through unchanged: old clients and the load baseline."""
     user_id = require_user(request)
     body = await request.read()
-    response = await request.app[TOTW].pass_through(body, upstream_headers(request, user_id))
+    response = await request.app[TOTW].pass_through(body, request_caller(request, user_id))
     return web.Response(
         body=response.body,
         status=response.status,

@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from services.bff.metrics import BffMetrics
+from services.bff.poll import Caller
 from services.bff.ports import Fetched, FetchOutcome
 from services.bff.tag_cache import TagCache
 from shared import wire
@@ -119,7 +120,7 @@ class FakeSource:
 
     async def list_active(
         self,
-        headers: dict[str, str],
+        caller: Caller,
         known: Sequence[SourceKnownOrder] = (),
         at_least: str | None = None,
     ) -> SourceResponse | None:
@@ -144,7 +145,7 @@ class GatedUpstream:
         self.log = log
         self.bodies: list[dict[str, Any]] = []
 
-    async def fetch(self, body: dict[str, Any], headers: dict[str, str]) -> Fetched:
+    async def fetch(self, body: dict[str, Any], caller: Caller) -> Fetched:
         self.log.append("upstream")
         self.bodies.append(dict(body))
         self.arrivals.put_nowait(body["orderid"])

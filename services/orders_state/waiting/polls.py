@@ -18,14 +18,13 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from redis.exceptions import RedisError
 
 from services.bff.admission import Admission
 from services.bff.engine import LookResult, OrdersStateEngine
-from services.bff.known_orders import ParsedKnownOrder
+from services.bff.poll import Poll
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import Wakeups
 from services.orders_state.waiting.shard import Waiter
@@ -42,7 +41,6 @@ from shared.protocol.waiting import (
     waiting_verdict,
 )
 from shared.redis import list_channel, tags_channel
-from shared.wire import USER_HEADER
 
 log = logging.getLogger("mlutp.waiting")
 
@@ -81,18 +79,12 @@ class _Wait:
     def __init__(
         self,
         polls: WaitingPolls,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        headers: dict[str, str],
-        stated_versions: Mapping[str, str] | None,
+        poll: Poll,
         ends_at: float,
     ) -> None:
         self.polls = polls
-        self.known = known
-        self.services = services
-        self.headers = headers
-        self.stated_versions = stated_versions
-        self.known_statuses = {k.key: k.order.status for k in known}
+        self.poll = poll
+        self.known_statuses = {k.key: k.order.status for k in poll.known}
         self.ends_at = ends_at
         self.looks = 0
 
@@ -101,9 +93,7 @@ class _Wait:
         # admission control sheds a request at its first look only: once admitted and held, a
         # poll is answered, however many polls a write wakes at once
         with self.polls.admission.look(admitted=self.looks > 1):
-            return await self.polls.engine.look(
-                self.known, self.services, self.headers, self.stated_versions
-            )
+            return await self.polls.engine.look(self.poll)
 
     def verdict(
         self, moment: Moment, result: LookResult, *, may_wait: bool = True, room: bool = True
@@ -159,21 +149,14 @@ class WaitingPolls:
         for waiter in self._waiters:
             waiter.ring()
 
-    async def answer(
-        self,
-        known: Sequence[ParsedKnownOrder],
-        services: Sequence[str],
-        headers: dict[str, str],
-        wait_ms: int,
-        stated_versions: Mapping[str, str] | None = None,
-    ) -> WaitedAnswer:
-        if wait_ms == 0:
+    async def answer(self, poll: Poll) -> WaitedAnswer:
+        if poll.wait_ms == 0:
             with self.admission.look():
-                result = await self.engine.look(known, services, headers, stated_versions)
+                result = await self.engine.look(poll)
                 return WaitedAnswer(result, None)
         loop = asyncio.get_running_loop()
-        ends_at = loop.time() + wait_budget_ms(wait_ms, self.rng) / 1000
-        wait = _Wait(self, known, services, headers, stated_versions, ends_at)
+        ends_at = loop.time() + wait_budget_ms(poll.wait_ms, self.rng) / 1000
+        wait = _Wait(self, poll, ends_at)
         try:
             answered = await self._answer(wait)
         except Overloaded:
@@ -187,7 +170,7 @@ class WaitingPolls:
         wakeups = self.wakeups
         if wakeups is None or not wakeups.available or self.shutting_down:
             return await self._at_once(wait, may_wait=False)
-        user_id = wait.headers.get(USER_HEADER, "")
+        user_id = wait.poll.user_id
         if (
             self.waiting >= self.config.max_waiting
             or self.waiting_by_user[user_id] >= self.config.max_waiting_per_user
@@ -201,7 +184,7 @@ class WaitingPolls:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 order_channels = [
-                    tags_channel(k.order.service, k.order.orderid) for k in wait.known
+                    tags_channel(k.order.service, k.order.orderid) for k in wait.poll.known
                 ]
                 try:
                     # listen before the first look: a write from then on rings. Only on the
@@ -211,7 +194,7 @@ class WaitingPolls:
                     watch = await stack.enter_async_context(
                         wakeups.watch(
                             [
-                                *self._list_channels(wait.services, user_id),
+                                *self._list_channels(wait.poll),
                                 *filter(wakeups.listening, order_channels),
                             ],
                             self.config.subscribe_deadline_s,
@@ -325,12 +308,9 @@ class WaitingPolls:
             result = replace(result, interval_ms=interval_ms)
         return WaitedAnswer(result, answer.cause)
 
-    def _list_channels(self, services: Sequence[str], user_id: str) -> list[str]:
+    def _list_channels(self, poll: Poll) -> list[str]:
         """The user's list channels of the services with list tags: an order created
         elsewhere, finished or moved by its source."""
-        if not user_id:
-            return []
         return [
-            list_channel(service, user_id)
-            for service in self.engine.listed_services(services, user_id)
+            list_channel(service, poll.user_id) for service in self.engine.listed_services(poll)
         ]

@@ -4,11 +4,13 @@ tested rule by rule in tests/shared/protocol."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
 from services.bff.engine import EngineConfig, OrdersStateEngine
-from services.bff.known_orders import Limits, parse_known_orders
+from services.bff.known_orders import Limits, ParsedKnownOrder, parse_known_orders
+from services.bff.poll import Caller, Poll
 from shared.answer import ActualOrder, StaleOrder
 from shared.policy import load_policy
 from shared.protocol.interval import IntervalRules
@@ -29,9 +31,15 @@ T1 = "2026-01-01T10:05:00.000Z"
 
 def engine(tags: FakeOrderTags, **sources: FakeSource) -> OrdersStateEngine:
     all_sources = {service: sources.get(service, FakeSource()) for service in POLICY.services}
+    # list tags off, as for services whose policy does not opt in: the fake keeps no lists
+    config = dataclasses.replace(CONFIG, list_tags=False)
     return OrdersStateEngine(
-        POLICY, all_sources, tag_cache(tags), CONFIG, metrics(), rng=random.Random(0)
+        POLICY, all_sources, tag_cache(tags), config, metrics(), rng=random.Random(0)
     )
+
+
+def poll(known: list[ParsedKnownOrder], services: list[str]) -> Poll:
+    return Poll(Caller("u", {"X-Yandex-UID": "u"}), known, services)
 
 
 def known(*orders: dict) -> list:
@@ -45,7 +53,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
     for key in (OrderKey("taxi", "t1"), OrderKey("taxi", "t2"), OrderKey("eats", "e1")):
         tags.stored[key] = dict.fromkeys(POLICY.services["taxi"].tagged_parts, "v1")
     tags.stored[OrderKey("eats", "e1")] = {"full_info": "f"}
-    result = await engine(tags, taxi=taxi, eats=eats).look([], ["taxi", "eats"], {})
+    result = await engine(tags, taxi=taxi, eats=eats).look(poll([], ["taxi", "eats"]))
     assert tags.calls == ["get"]
     assert [o.orderid for o in result.orders] == ["e1", "t1", "t2"]  # canonical order
     assert all(isinstance(o, ActualOrder) for o in result.orders)
@@ -53,7 +61,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
 
 async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_the_answer():
     tags = FakeOrderTags()
-    result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).look([], ["taxi"], {})
+    result = await engine(tags, taxi=FakeSource([("t1", "driving", T0)])).look(poll([], ["taxi"]))
     assert tags.calls == ["get", "create"]
     created = tags.stored[OrderKey("taxi", "t1")]
     # of every served version: the deprecated layout's `main` reads its own content tag
@@ -70,7 +78,7 @@ async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_s
     eats = FakeSource([("e1", "cooking", T0)])
     eats.available = False
     client = {"orderid": "e1", "service": "eats", "status": "cooking", "tags": {}, "note": "x"}
-    result = await engine(tags, eats=eats).look(known(client), ["eats"], {})
+    result = await engine(tags, eats=eats).look(poll(known(client), ["eats"]))
     [order] = result.orders
     assert isinstance(order, StaleOrder) and order.echo == {"note": "x"}
     assert order.need_request == [] and order.status == "cooking"
@@ -83,7 +91,7 @@ async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
     tags = FakeOrderTags()
     tags.down = True
     taxi = FakeSource([("t1", "driving", T0)])
-    result = await engine(tags, taxi=taxi).look([], ["taxi"], {})
+    result = await engine(tags, taxi=taxi).look(poll([], ["taxi"]))
     [order] = result.orders
     assert isinstance(order, ActualOrder)
     assert result.interval_ms == 2 * 3000  # driving's base, doubled while degraded
@@ -92,7 +100,7 @@ async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
 async def test_a_user_with_more_orders_than_one_batch_takes_is_read_in_batches_within_the_limit():
     tags = FakeOrderTags()
     many = FakeSource([(f"t{i:03}", "driving", T0) for i in range(150)])
-    result = await engine(tags, taxi=many).look([], ["taxi"], {})
+    result = await engine(tags, taxi=many).look(poll([], ["taxi"]))
     # two reads (100 + 50), then one write per hundred orders creates all their missing tags
     assert sorted(tags.calls) == ["create", "create", "get", "get"]
     assert len(result.orders) == 150
@@ -105,10 +113,10 @@ async def test_a_refused_tag_read_degrades_that_poll_and_never_opens_the_circuit
     polls = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
     tags.refuse = True  # order_tags answers 400: the request was refused, the cache works
     for _ in range(polls.tag_cache.circuit.failures_to_open + 1):
-        assert (await polls.look([], ["taxi"], {})).degraded
+        assert (await polls.look(poll([], ["taxi"]))).degraded
     assert not polls.tag_cache.circuit.is_open
     tags.refuse = False
-    result = await polls.look([], ["taxi"], {})
+    result = await polls.look(poll([], ["taxi"]))
     assert not result.degraded and tags.calls[-2:] == ["get", "create"]
 
 
@@ -117,7 +125,7 @@ async def test_an_unavailable_tag_cache_opens_the_circuit():
     polls = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
     tags.down = True
     for _ in range(polls.tag_cache.circuit.failures_to_open):
-        await polls.look([], ["taxi"], {})
+        await polls.look(poll([], ["taxi"]))
     assert polls.tag_cache.circuit.is_open
 
 
@@ -133,7 +141,7 @@ async def test_each_source_is_told_the_clients_known_orders_with_their_content_t
         {"orderid": "t1", "service": "taxi", "status": "driving", "tags": taxi_tags},
         {"orderid": "e1", "service": "eats", "status": "cooking", "tags": {}},
     )
-    await engine(tags, taxi=taxi, eats=eats).look(clients, ["taxi", "eats"], {})
+    await engine(tags, taxi=taxi, eats=eats).look(poll(clients, ["taxi", "eats"]))
     # the content tag the client holds, not its tag; none where it holds none
     assert taxi.told == [[SourceKnownOrder("t1", {"fast_info": "v17"})]]
     assert eats.told == [[SourceKnownOrder("e1", {})]]

@@ -11,6 +11,7 @@ import time
 from services.bff.fetch_memo import FetchMemo
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
+from services.bff.poll import Caller
 from shared.policy import Stage, load_policy
 from shared.protocol.tags import decode_tag, encode_tag
 from shared.wire import OrderKey
@@ -42,8 +43,8 @@ def service(
     )
 
 
-def user(uid: str) -> dict[str, str]:
-    return {"X-Yandex-UID": uid}
+def user(uid: str) -> Caller:
+    return Caller(uid, {"X-Yandex-UID": uid})
 
 
 async def test_parts_of_one_order_fetched_together_cost_one_tag_read_and_one_upstream_call():
