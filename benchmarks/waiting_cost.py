@@ -12,21 +12,32 @@ is asked). Then, one after the other:
 - waiting paced: each user's poll waits (`--wait-ms`, 1000: its wait ends without news, as
   `timeout`) and the user polls again at once, as a waiting client does: about one poll per
   user and wait, the plain paced phase's rate with the default period;
-- closed N: N workers poll back to back (wait_ms 0), for each N of `--concurrency`.
+- legacy paced: each user calls the legacy pass-through (/3.0/taxiontheway) once per period;
+- closed N: N workers poll back to back (wait_ms 0), for each N of `--concurrency`, and
+  `legacy closed N` the same of the legacy pass-through (`--no-legacy`: no legacy phases).
 
 Each phase runs a warm-up, then a window of `--seconds` in which CPU is read from
 /proc/<pid>/stat (utime + stime) of orders_state, order_tags, Redis and the emulator, and the
 polls answered in the window are counted; the counters are read outside the window (Redis's
 INFO commandstats, order_tags' and orders_state's /metrics), so their scrapes cost the window
 nothing. Printed per poll: CPU µs per process and for the BFF (orders_state + order_tags +
-Redis), Redis commands by name, order_tags calls by route, looks and tag cache reads; then the
-ratios waiting ÷ plain paced and plain paced ÷ closed. `--profile DIR` also samples
-orders_state and order_tags with py-spy (raw collapsed stacks into DIR) in both paced phases'
-windows and prints their top frames by self and total time (its sampling perturbs those
-windows a little: take the CPU figures from a run without it).
+Redis), with and without the idle CPU, user/kernel time, wakeups and read/write system calls,
+Redis commands by name, order_tags calls by route (and Redis hedges), looks and tag cache
+reads; then the ratios waiting ÷ plain paced, plain paced ÷ closed, and waiting ÷ legacy per
+request and per active order-minute (capacity.py's RATES). The tag read's deadlines are
+raised (`--tags-deadline-s`): on a shared machine a process waiting for a CPU would otherwise
+degrade polls now and then (a warning says how many still did).
+
+`--profile DIR` also samples orders_state and order_tags in both paced phases' windows: with
+py-spy (raw collapsed stacks; top frames by self and total), or with `--perf` Linux perf's
+on-CPU samples (by shared object and symbol). py-spy counts a process waiting for a CPU as
+active, so on a busy machine its `run_service` and socket-write frames are inflated; perf
+counts CPU only. Profiling perturbs the windows a little: take the CPU figures from a run
+without it.
 
     python benchmarks/waiting_cost.py [--users 40] [--seconds 20] [--wait-ms 1000]
-        [--period 1.0] [--concurrency 1,20] [--log-level ERROR] [--profile DIR]
+        [--period 1.0] [--concurrency 1,20] [--no-legacy] [--log-level ERROR]
+        [--profile DIR [--perf] [--profile-rate 250]]
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -50,7 +62,7 @@ import redis.asyncio as aioredis
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.capacity import SUPERAPP
+from benchmarks.capacity import RATES, SUPERAPP
 from benchmarks.users import caught_up_users
 from devtools.stack import STACK, Stack, free_ports_env, own_stack
 from shared.wire import WAIT_HEADER
@@ -71,6 +83,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # the repository's own files are named from it in a profile's frames
 ROOT = f"{Path(__file__).resolve().parents[1]}/"
 POLL_PATH = "/mlutp/v1/orders/state"
+LEGACY_PATH = "/3.0/taxiontheway"
 
 
 # what /proc says of a process: CPU seconds in user space and in the kernel (every thread),
@@ -181,6 +194,18 @@ class Bench:
             self.causes[response.headers.get(WAIT_HEADER, "-")] += 1
         self.answered += 1
 
+    async def legacy(self, index: int) -> None:
+        """The legacy pass-through (/3.0/taxiontheway) for the user's order: what the old
+        polling cost this layer, the baseline of issue 42's goal."""
+        user, orderid = self.users[index]
+        async with self.session.post(
+            self.state_url + LEGACY_PATH, json={"orderid": orderid}, headers={"X-Yandex-UID": user}
+        ) as response:
+            payload = await response.read()
+            assert response.status == 200, (response.status, payload[:200])
+            self.causes["legacy"] += 1
+        self.answered += 1
+
     def proc_now(self) -> dict[str, dict[str, float]]:
         return {name: proc_counters(self.pids[name]) for name in PROCESSES}
 
@@ -195,6 +220,11 @@ class Bench:
             if name.startswith("http_requests_total{") and "route=/v1/" in name:
                 route = name.split("route=", 1)[1].split(",", 1)[0].rstrip("}")
                 snapshot.order_tags_calls[route] += value
+            elif name.startswith("mlutp_redis_hedges_total"):
+                # a Redis call sent again: a busy machine's late answers cost commands too
+                snapshot.order_tags_calls[f"hedge {name.split('outcome=', 1)[1].rstrip('}')}"] = (
+                    value
+                )
         state = await prometheus(self.session, self.state_url)
         for name, value in state.items():
             if name.startswith(STATE_COUNTERS):
@@ -270,7 +300,7 @@ class Bench:
 
     # the drivers: each one a user (paced) or a worker (closed loop), until `stopping`
     def paced(
-        self, index: int, period_s: float, started: float
+        self, index: int, period_s: float, started: float, *, legacy: bool = False
     ) -> Callable[[], Coroutine[Any, Any, None]]:
         async def drive() -> None:
             loop = asyncio.get_running_loop()
@@ -281,7 +311,7 @@ class Bench:
                 await asyncio.sleep(max(0.0, next_at - loop.time()))
                 if self.stopping:
                     return
-                await self.poll(index, 0)
+                await (self.legacy(index) if legacy else self.poll(index, 0))
                 next_at = max(next_at + period_s, loop.time())
 
         return drive
@@ -296,11 +326,14 @@ class Bench:
 
         return drive
 
-    def closed(self, worker: int, workers: int) -> Callable[[], Coroutine[Any, Any, None]]:
+    def closed(
+        self, worker: int, workers: int, *, legacy: bool = False
+    ) -> Callable[[], Coroutine[Any, Any, None]]:
         async def drive() -> None:
             index = worker
             while not self.stopping:
-                await self.poll(index % len(self.users), 0)
+                user = index % len(self.users)
+                await (self.legacy(user) if legacy else self.poll(user, 0))
                 index += workers
 
         return drive
@@ -320,16 +353,30 @@ def py_spy() -> str:
 
 
 def profiler(
-    bench: Bench, directory: Path, rate: int, native: bool
+    bench: Bench, directory: Path, rate: int, native: bool, perf: bool
 ) -> Callable[[str, float], Awaitable[None]]:
-    """py-spy record of orders_state and order_tags for a window, raw collapsed stacks."""
-    binary = py_spy()
+    """py-spy record of orders_state and order_tags for a window, raw collapsed stacks; with
+    `perf`, Linux perf's on-CPU samples instead (cpu-clock: time spent waiting for a CPU on a
+    busy machine is not counted, which py-spy's "active" samples may count)."""
+    binary = shutil.which("perf") or "perf" if perf else py_spy()
     directory.mkdir(parents=True, exist_ok=True)
 
     async def record(phase: str, seconds: float) -> None:
         runs = []
         for process in ("orders_state", "order_tags"):
             out = directory / f"{phase.replace(' ', '_')}-{process}.txt"
+            if perf:
+                command = [binary, "record", "-e", "cpu-clock", "-F", str(rate), "-g"]
+                command += ["-p", str(bench.pids[process]), "-o", str(out.with_suffix(".perf"))]
+                command += ["--", "sleep", str(seconds)]
+                runs.append(
+                    await asyncio.create_subprocess_exec(
+                        *command,
+                        stdout=asyncio.subprocess.DEVNULL,
+                        stderr=asyncio.subprocess.DEVNULL,
+                    )
+                )
+                continue
             command = [
                 binary,
                 "record",
@@ -355,6 +402,24 @@ def profiler(
         await asyncio.gather(*(run.wait() for run in runs))
 
     return record
+
+
+def perf_summary(path: Path, top: int) -> str:
+    """A perf profile's on-CPU samples by shared object, and its top symbols (self)."""
+    lines = [f"{path.name}:"]
+    for sort in ("dso", "dso,sym"):
+        command = ["perf", "report", "-i", str(path), "--stdio", "--no-children", "-g", "none"]
+        command += ["--sort", sort, "--percent-limit", "0.5"]
+        report = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        rows = [row for row in report.splitlines() if row.strip() and not row.startswith("#")]
+        lines.append(f"  by {sort}:")
+        lines += [f"    {row.strip()}" for row in rows[:top]]
+    return "\n".join(lines)
 
 
 def frame_name(frame: str) -> str:
@@ -421,13 +486,14 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
     for phase in phases:
         looks = sum(v for k, v in phase.state.items() if k.startswith("mlutp_poll_look"))
         reads = sum(v for k, v in phase.state.items() if k.startswith("mlutp_tag_cache_calls"))
+        calls = sum(n for route, n in phase.order_tags_calls.items() if route.startswith("/"))
         print(
             f"{phase.name:<15}{phase.polls:>7}{phase.polls / phase.seconds:>9.1f}"
             f"{phase.us('orders_state'):>13.0f}{phase.us('order_tags'):>11.0f}"
             f"{phase.us('redis'):>8.0f}{phase.us('emulator'):>9.0f}{phase.bff_us():>8.0f}"
             f"{phase.bff_us() + phase.idle_bff_s / phase.polls * 1e6:>7.0f}"
             f"{phase.per_poll(looks):>7.2f}{phase.per_poll(reads):>7.2f}"
-            f"{phase.per_poll(sum(phase.order_tags_calls.values())):>9.3f}"
+            f"{phase.per_poll(calls):>9.3f}"
             f"{phase.per_poll(sum(phase.redis_commands.values())):>11.3f}"
         )
     print(
@@ -449,7 +515,7 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
         commands = ", ".join(
             f"{name} {phase.per_poll(n):.3f}" for name, n in phase.redis_commands.most_common()
         )
-        calls = ", ".join(
+        routes = ", ".join(
             f"{route} {phase.per_poll(n):.3f}" for route, n in phase.order_tags_calls.most_common()
         )
         state = ", ".join(
@@ -471,7 +537,7 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
                 "polls degraded: a busy machine); run again on a quieter one"
             )
         print(f"    redis: {commands or '-'}")
-        print(f"    order_tags: {calls or '-'}")
+        print(f"    order_tags: {routes or '-'}")
         print(f"    orders_state: {state or '-'}")
     by_name = {phase.name: phase for phase in phases}
     plain, waiting = by_name["plain paced"], by_name["waiting paced"]
@@ -484,6 +550,20 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
     for phase in phases:
         if phase.name.startswith("closed"):
             print(f"plain paced / {phase.name}: {ratios(plain, phase)}   [goal BFF <= 1.5]")
+    legacy = by_name.get("legacy paced")
+    if legacy is not None:
+        # a BFF's CPU per active order and minute: waiting polls at their rate beside legacy
+        # calls at theirs (benchmarks/capacity.py's RATES, measured by `mlutp loadtest`); the
+        # waiting scheme's parts and re-asks come on top (capacity.py measures them)
+        per_min, legacy_per_min = RATES["mlutp_wait"]["waiting"], RATES["legacy"]["legacy"]
+        minute = per_min * waiting.bff_us() / (legacy_per_min * legacy.bff_us())
+        print(
+            f"per request, waiting paced / legacy paced: BFF "
+            f"{waiting.bff_us() / legacy.bff_us():.2f}; per active order-minute, "
+            f"{per_min} waiting polls / {legacy_per_min} legacy calls (capacity.py's RATES, "
+            f"before parts and re-asks): BFF {minute:.2f}   "
+            "[goal, parts and re-asks included: <= 1.0]"
+        )
 
 
 async def run(
@@ -495,6 +575,12 @@ async def run(
     env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"
     # no kept answer expires mid-run: no source is asked, every poll has nothing new
     env["MLUTP_LIST_MAX_AGE_S"] = "300"
+    # on a shared machine a process waiting for a CPU misses the tag read's 50 ms now and
+    # then, and the poll degrades (asks the sources; a waiting one answers at once): not the
+    # cost measured here. The work of a poll that makes it is the same
+    env.setdefault("MLUTP_TAGS_DEADLINE_S", str(args.tags_deadline_s))
+    # and order_tags' Redis call's 100 ms likewise (hedges still go after 10 ms: counted)
+    env.setdefault("REDIS_COMMAND_DEADLINE_S", str(args.tags_deadline_s))
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in ("orders_state", "order_tags", "emulator")]
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
@@ -512,7 +598,7 @@ async def run(
                 await bench.poll(index, 0)
             idle = await bench.idle(args.idle_seconds)
             profile = (
-                profiler(bench, Path(args.profile), args.profile_rate, args.native)
+                profiler(bench, Path(args.profile), args.profile_rate, args.native, args.perf)
                 if args.profile
                 else None
             )
@@ -540,16 +626,30 @@ async def run(
                     profile,
                 )
             )
-            for workers in concurrencies:
+            if args.legacy:
                 phases.append(
                     await bench.run_phase(
-                        f"closed {workers}",
-                        [bench.closed(w, workers) for w in range(workers)],
-                        1.0,
-                        args.closed_seconds,
+                        "legacy paced",
+                        [
+                            bench.paced(i, args.period, loop.time(), legacy=True)
+                            for i in range(len(users))
+                        ],
+                        args.period + 1,
+                        args.seconds,
                         idle,
                     )
                 )
+            for workers in concurrencies:
+                for legacy in (False, True) if args.legacy else (False,):
+                    phases.append(
+                        await bench.run_phase(
+                            f"{'legacy ' if legacy else ''}closed {workers}",
+                            [bench.closed(w, workers, legacy=legacy) for w in range(workers)],
+                            1.0,
+                            args.closed_seconds,
+                            idle,
+                        )
+                    )
         await redis.aclose()
     return phases, idle
 
@@ -564,9 +664,19 @@ if __name__ == "__main__":
     parser.add_argument("--period", type=float, default=1.0, help="s between a user's plain polls")
     parser.add_argument("--concurrency", default="1,20", help="closed-loop workers, a list")
     parser.add_argument("--log-level", default="ERROR", help="the services' LOG_LEVEL")
+    parser.add_argument(
+        "--tags-deadline-s",
+        type=float,
+        default=0.5,
+        help="the BFF's tag read deadline and order_tags' Redis deadline",
+    )
+    parser.add_argument(
+        "--no-legacy", dest="legacy", action="store_false", help="no legacy pass-through phases"
+    )
     parser.add_argument("--profile", default="", help="a directory: py-spy the paced phases")
     parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per s")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
+    parser.add_argument("--perf", action="store_true", help="Linux perf, not py-spy")
     parser.add_argument("--top", type=int, default=25, help="frames shown per profile")
     args = parser.parse_args()
     phases, idle = uvloop.run(run(args))
@@ -575,3 +685,6 @@ if __name__ == "__main__":
         for path in sorted(Path(args.profile).glob("*.txt")):
             print()
             print(summarize(path, args.top))
+        for path in sorted(Path(args.profile).glob("*.perf")):
+            print()
+            print(perf_summary(path, args.top))

@@ -20,7 +20,6 @@ from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
-from services.orders_state.waiting.setup import WAITING
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedisCluster
 from shared.policy import load_policy
@@ -28,6 +27,7 @@ from shared.protocol.tags import encode_tag
 from shared.redis import tags_key
 from tests.conftest import TEST_TOKEN, emulator_settings
 from tests.emulator_api import create_order_id
+from tests.told_metrics import told_metrics
 
 # a factory fixture's type: `make_orders_state(**settings)` and the like (conftest)
 MakeApp = Callable[..., Awaitable[TestClient]]
@@ -133,13 +133,18 @@ async def poll_order(
 
 
 async def held(client: TestClient, waiting: asyncio.Task[Any], count: int = 1) -> None:
-    """Until the server holds `count` polls; fails if the poll was answered instead."""
-    async with asyncio.timeout(10):
-        await asyncio.wait(
-            [asyncio.ensure_future(client.app[WAITING].until_held(count)), waiting],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+    """Until the server holds `count` polls (its mlutp_polls_held gauge); fails if the poll
+    was answered instead."""
+    metrics = told_metrics(client)
+    holding = asyncio.ensure_future(
+        metrics.until(lambda m: m.value("mlutp_polls_held") == count, timeout_s=10)
+    )
+    try:
+        await asyncio.wait([holding, waiting], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        holding.cancel()
     assert not waiting.done(), f"answered instead of held: {waiting.result()}"
+    holding.result()
 
 
 async def caught_up(

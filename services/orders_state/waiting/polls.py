@@ -59,17 +59,20 @@ class WaitedAnswer:
 
 @dataclass(frozen=True)
 class WaitingConfig:
-    max_waiting: int = 10_000
+    """Built from the settings (OrdersStateSettings.waiting_config), which say why each
+    number is what it is."""
+
+    max_waiting: int
     # one user's polls held at once (a few devices, a few tabs): one user cannot take the cap
-    max_waiting_per_user: int = 8
+    max_waiting_per_user: int
     # how long subscribing to the orders' channels may take before the poll gives up waiting
-    subscribe_deadline_s: float = 0.5
+    subscribe_deadline_s: float
     # after a wake-up, look again this much later: the writes of one burst (a feature writing
     # several parts, changes made in one go) come as one answer and one round of part fetches
-    wakeup_settle_s: float = 0.0
+    wakeup_settle_s: float
     # past the cap, the interval given grows by this much (load shedding)
-    shed_factor: float = 2.0
-    interval_max_ms: int = 60_000
+    shed_factor: float
+    interval_max_ms: int
 
 
 class _Wait:
@@ -133,15 +136,8 @@ class WaitingPolls:
         self.waiting_by_user: Counter[str] = Counter()
         # polls held now: listening, looked, nothing to say yet
         self.held = 0
-        self.held_changed = asyncio.Condition()
         self.shutting_down = False
         self._waiters: set[Waiter] = set()
-
-    async def until_held(self, count: int) -> None:
-        """Until exactly `count` polls are held (for tests and benchmarks: the moment a
-        change must wake them)."""
-        async with self.held_changed:
-            await self.held_changed.wait_for(lambda: self.held == count)
 
     def shutdown(self) -> None:
         """SIGTERM: every waiting poll answers now, and no new poll waits."""
@@ -266,24 +262,22 @@ class WaitingPolls:
             # a change the min TTL holds back is news once the TTL has passed
             due_in_s = (result.due_at_ms - time.time() * 1000) / 1000
             wake_at = min(wake_at, loop.time() + max(0.0, due_in_s))
-        await self._count_held(1)
+        self._count_held(1)
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout_at(wake_at):
                     await waiter.event.wait()
         finally:
-            await self._count_held(-1)
+            self._count_held(-1)
         if waiter.event.is_set():
             return Moment.RUNG
         # the timer, not the clock: a loop's timer may fire a little before its moment by the
         # loop's clock (uvloop's clock has whole milliseconds), and that is the end
         return Moment.ENDED if wake_at >= ends_at else Moment.DUE
 
-    async def _count_held(self, delta: int) -> None:
+    def _count_held(self, delta: int) -> None:
         self.held += delta
         self.metrics.held.set(self.held)
-        async with self.held_changed:
-            self.held_changed.notify_all()
 
     def _reply(self, result: LookResult, answer: Answer) -> WaitedAnswer:
         """The answer of the verdict: the look, with the interval of a poll shed or answered

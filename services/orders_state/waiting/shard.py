@@ -68,6 +68,8 @@ class Shard:
         self.pubsub: PubSub | None = None
         self.hub = hub
         self.available = False
+        # connected once already: the next connection is one back
+        self.was_up = False
         # channels whose SSUBSCRIBE is sent and not yet confirmed; set when it is, or when
         # the connection is lost (then `available` says which)
         self.confirmations: dict[str, asyncio.Event] = {}
@@ -157,7 +159,8 @@ class Shard:
                 await self._send_subscribe(pubsub, channels, by_slot=self.hub.cluster)
             self.pubsub = pubsub
             self.available = True
-        await self.hub.shard_up(self, resubscribed=len(channels))
+        await self.hub.shard_up(self, resubscribed=len(channels), again=self.was_up)
+        self.was_up = True
 
     async def _read(self, pubsub: PubSub) -> None:
         loop = asyncio.get_running_loop()

@@ -80,10 +80,6 @@ class TagWakeups:
         # keeps SSUBSCRIBE and SUNSUBSCRIBE of a channel (by polls, the sweeper and a shard's
         # reconnect) in the order the bookkeeping saw them
         self.lock = asyncio.Lock()
-        # connections lost since start, and a condition told of every change of a shard's
-        # state (for tests and benchmarks: the moment wake-ups are back, awaited not guessed)
-        self.losses = 0
-        self.state_changed = asyncio.Condition()
 
     @property
     def available(self) -> bool:
@@ -209,36 +205,23 @@ class TagWakeups:
     def channels_on(self, shard: Shard) -> list[str]:
         return [channel for channel, on in self.subscribed.items() if on is shard]
 
-    async def shard_up(self, shard: Shard, *, resubscribed: int) -> None:
+    async def shard_up(self, shard: Shard, *, resubscribed: int, again: bool) -> None:
         self.metrics.pubsub_up.set(int(self.available))
-        if self.losses:
+        if again:
             log.info(
                 "pub/sub connection back",
                 extra={"shard": shard.name, "resubscribed": resubscribed},
             )
-        await self._tell()
 
     async def lost(self, shard: Shard) -> None:
         """A shard's connection is gone: its waiters can no longer be woken, so they answer
         now. Its channels stay in the books: the shard subscribes them again when it is back."""
-        self.losses += 1
         self.metrics.pubsub_up.set(0)
         self.metrics.pubsub_lost.inc()
         for channel, waiters in self.waiters.items():
             if self.subscribed.get(channel) is shard:
                 for waiter in waiters:
                     waiter.ring()
-        await self._tell()
-
-    async def _tell(self) -> None:
-        async with self.state_changed:
-            self.state_changed.notify_all()
-
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        """Until `predicate()` holds, checked at each change of a shard's state and after the
-        sweeper unsubscribed channels."""
-        async with self.state_changed:
-            await self.state_changed.wait_for(predicate)
 
     async def _sweep(self) -> None:
         """Unsubscribe channels no poll has waited on for `linger_s`."""
@@ -268,5 +251,3 @@ class TagWakeups:
                             if channel not in self.waiters:
                                 self.idle_since[channel] = now
             self.metrics.channels.set(len(self.subscribed))
-            if expired:
-                await self._tell()

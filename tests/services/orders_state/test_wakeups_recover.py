@@ -12,9 +12,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
-from services.orders_state.waiting.setup import WAITING
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
-from services.orders_state.waiting.wakeups import TagWakeups
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from tests.emulator_api import change, create_order_id
@@ -28,21 +26,25 @@ from tests.helpers import (
     poll_order,
     stack_on,
 )
+from tests.told_metrics import ToldMetrics, told_metrics
 
 FAULTS = ["redis_restart", "client_kill", "idle_timeout"]
 # long enough that a server `timeout` of 1 s closes the idle connection between two PINGs
 SLOW_KEEPALIVE_S = 30.0
 
 
-def wakeups_of(client: TestClient) -> TagWakeups:
-    wakeups = client.app[WAITING].wakeups
-    assert wakeups is not None
-    return wakeups
+def lost(metrics: ToldMetrics) -> float:
+    """Pub/sub connections lost since start."""
+    return metrics.value("mlutp_wakeup_pubsub_lost_total")
 
 
-async def until(wakeups: TagWakeups, predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(30):
-        await wakeups.until(predicate)
+def up(metrics: ToldMetrics) -> bool:
+    """Every pub/sub connection is up."""
+    return metrics.value("mlutp_wakeup_pubsub_up") == 1
+
+
+def nothing_subscribed(metrics: ToldMetrics) -> bool:
+    return metrics.value("mlutp_wakeup_channels") == 0
 
 
 async def woken(
@@ -89,7 +91,7 @@ async def test_waiting_works_again_after_the_pub_sub_connection_is_lost(
         wakeup_keepalive_s=SLOW_KEEPALIVE_S,
         wakeup_linger_s=0.2,
     )
-    wakeups = wakeups_of(client)
+    metrics = told_metrics(client)
 
     def tags_of(orderid: str) -> dict[str, str]:
         return all_tags(own_sync, orderid, age_ms=60_000)
@@ -100,7 +102,7 @@ async def test_waiting_works_again_after_the_pub_sub_connection_is_lost(
 
     if fault == "redis_restart":
         own_redis.stop()
-        await until(wakeups, lambda: wakeups.losses == 1)
+        await metrics.until(lambda m: lost(m) == 1)
         own_redis.start()
         # the data went with the server: a new order (of a user of its own, so each poll
         # lists one), tags written after the restart
@@ -117,13 +119,13 @@ async def test_waiting_works_again_after_the_pub_sub_connection_is_lost(
         assert headers["X-Mlutp-Wait"] == "unavailable"
     else:
         # a connection with no subscription is idle to Redis, which closes it past `timeout`
-        await until(wakeups, lambda: not wakeups.subscribed)
+        await metrics.until(nothing_subscribed)
         own_sync.config_set("timeout", 1)
-        await until(wakeups, lambda: wakeups.losses == 1)
+        await metrics.until(lambda m: lost(m) == 1)
         own_sync.config_set("timeout", 0)
 
-    await until(wakeups, lambda: wakeups.available)
-    assert wakeups.losses == 1
+    await metrics.until(up)
+    assert lost(metrics) == 1
     # the order a poll waited on when the connection was lost is listened to again
     await woken(client, emulator, tags_of, user, orderid)
     await woken(client, emulator, tags_of, f"{unique}-after")
@@ -143,12 +145,12 @@ async def test_an_idle_connection_kept_alive_outlives_the_server_timeout(
     emulator, client = await stack_on(
         aiohttp_client, aiohttp_server, settings, wakeup_keepalive_s=0.3
     )
-    wakeups = wakeups_of(client)
-    await until(wakeups, lambda: wakeups.available)
+    metrics = told_metrics(client)
+    await metrics.until(up)
     own_sync.config_set("timeout", 1)
     # idleness is the absence of events: three server timeouts pass with nothing to await
     await asyncio.sleep(3.0)
-    assert wakeups.losses == 0 and wakeups.available
+    assert lost(metrics) == 0 and up(metrics)
     await woken(client, emulator, lambda o: all_tags(own_sync, o, age_ms=60_000), unique)
 
 
@@ -168,8 +170,8 @@ async def test_waiting_works_again_on_every_shard_of_a_cluster(
         wakeup_keepalive_s=SLOW_KEEPALIVE_S,
         wakeup_linger_s=0.2,
     )
-    wakeups = wakeups_of(client)
-    await until(wakeups, lambda: wakeups.available)
+    metrics = told_metrics(client)
+    await metrics.until(up)
     nodes = [redis.Redis(host=n.host, port=n.port, decode_responses=True) for n in cluster.nodes]
     sync = cluster_client(cluster)
     tags = ClusterTags(sync)
@@ -185,14 +187,14 @@ async def test_waiting_works_again_on_every_shard_of_a_cluster(
                         node.client_kill_filter(_id=listed["id"])
             expected_losses = len(nodes)
         else:
-            await until(wakeups, lambda: not wakeups.subscribed)
+            await metrics.until(nothing_subscribed)
             for node in nodes:
                 node.config_set("timeout", 1)
             expected_losses = len(nodes)
-        await until(wakeups, lambda: wakeups.losses >= expected_losses)
+        await metrics.until(lambda m: lost(m) >= expected_losses)
         for node in nodes:
             node.config_set("timeout", 0)
-        await until(wakeups, lambda: wakeups.available)
+        await metrics.until(up)
 
         by_shard = await one_order_per_shard(emulator, sync, len(nodes), unique)
         for user, orderid in by_shard.values():
