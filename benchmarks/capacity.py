@@ -21,9 +21,15 @@ the answers:
 
 Then, side by side, the CPU, Redis commands and bytes of one active order for a minute under
 each scheme, at the rates `mlutp loadtest` measured (RATES, docs/capacity.md): the ratio is
-the comparison; the absolute figures are this machine's.
+the comparison; the absolute figures are this machine's. Last, the model of docs/capacity.md
+(`--orders` active orders with an app each, `--idle-apps` more apps open with no order): the
+requests, order source calls and heavy upstream calls a second, and the cores they take at
+this run's costs. An app with no order re-asks each source when its kept answer has passed
+its own limit (0.75 to 1 of `list_max_age`) at its next poll: how often that is, is drawn
+(`reask_period_s`), not measured.
 
     python benchmarks/capacity.py [--users 1000] [--requests 3000] [--concurrency 20] [--waits 20]
+                                  [--orders 1000000] [--idle-apps 2000000]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import sys
 import time
 from collections import Counter
@@ -49,21 +56,51 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.users import POLICY, caught_up_users
 from devtools.stack import STACK, Stack, free_ports_env, own_stack
+from services.bff.config import ProtocolSettings
+from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
 from shared.redis import tags_key
 
 PROCESSES = ("orders_state", "order_tags", "emulator")
 # what a superapp client queries on every poll (docs/capacity.md: 3M superapp clients)
 SUPERAPP = ["taxi", "eats", "grocery"]
-# per active order and minute, from `mlutp loadtest --clients 500 --duration 180
-# --created-elsewhere 0.3` (docs/capacity.md): each phase's requests over its active
-# order-minutes; "part" is every request but polls (parts, route, launch); "re-ask" is the
-# polls that asked the sources again (src/cl-min over the three services a poll queries),
-# costed as what they add to a poll
+# per active order and minute, from `mlutp loadtest --clients 500 --duration 180 --warmup 150
+# --start-spread 120 --created-elsewhere 0.3` on 2026-11-25 at commit b672cfe (its services
+# at their defaults: list_max_age 120 s, each kept answer's limit drawn in [0.75, 1] of it;
+# docs/loadtest-results.md): each phase's requests over its active order-minutes; "part" is
+# every request but polls (parts, route, launch); "re-ask" is the polls that asked the sources
+# again (src/cl-min, SOURCE_CALLS, over the three services a poll queries), costed as what
+# they add to a poll. (Until then: a run at list_max_age 30 s, source calls 5.56 and 4.17.)
+SOURCE_CALLS = {"mlutp": 5.56, "mlutp_wait": 4.17}
 RATES = {
     "legacy": {"legacy": 9.09},
-    "mlutp": {"poll": 13.74, "part": 1.66, "re-ask": 5.56 / 3},
-    "mlutp_wait": {"waiting": 3.09, "part": 1.76, "re-ask": 4.17 / 3},
+    "mlutp": {"poll": 13.74, "part": 1.66, "re-ask": SOURCE_CALLS["mlutp"] / 3},
+    "mlutp_wait": {"waiting": 3.09, "part": 1.76, "re-ask": SOURCE_CALLS["mlutp_wait"] / 3},
 }
+# heavy upstream calls (totw, eats and grocery details) per active order-minute, the same run
+HEAVY_CALLS = {"legacy": 8.87, "mlutp": 1.27, "mlutp_wait": 1.36}
+# an app with no active order polls every 30 s ±10 % (the protocol's interval with no orders,
+# its jitter); waiting, its poll is held 25 s (wait_ms) plus up to 1/16 of it, and it polls
+# again at once
+IDLE_POLL_S = {"mlutp": (27.0, 33.0), "mlutp_wait": (25.0, 25.0 * 17 / 16)}
+# the request kind an app with no order's poll is costed as (an upper bound: it reads no tags)
+POLL_KIND = {"mlutp": "poll", "mlutp_wait": "waiting"}
+
+
+def reask_period_s(
+    poll_s: tuple[float, float], max_age_s: float, draws: int = 20_000, seed: int = 1
+) -> float:
+    """Mean seconds between an idle app's calls to one source: a kept answer stands while
+    younger than its own limit (drawn in [0.75, 1] of `list_max_age`), so the source is asked
+    at the first poll (each `poll_s` apart, drawn evenly) that finds it at least that old."""
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(draws):
+        limit = max_age_s * rng.uniform(KEPT_AGE_SPREAD_FROM, 1.0)
+        age = 0.0
+        while age < limit:
+            age += rng.uniform(*poll_s)
+        total += age
+    return total / draws
 
 
 @dataclass
@@ -133,17 +170,23 @@ async def measure(
     return Cost(requests, seconds, cpu, redis1[1] - redis0[1], redis1[2] - redis0[2], answer_bytes)
 
 
-async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
+async def main(
+    users: int, requests: int, concurrency: int, waits: int, model_orders: int, idle_apps: int
+) -> None:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
-    env |= {"EMULATOR_DRIVER_ENABLED": "false", "MLUTP_RECENT_MEMO_BYTES": "0"}
-    # what a request costs, not admission control: the waiting polls come back all at once
-    # each second, a burst the adaptive cap (from its floor of 20) would shed
-    env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"
-    # no kept answer expires mid-run: what a re-ask costs is measured on its own ("re-ask")
-    env["MLUTP_LIST_MAX_AGE_S"] = "300"
+    env |= {"EMULATOR_DRIVER_ENABLED": "false"}
+    protocol = {
+        "recent_memo_bytes": 0,
+        # what a request costs, not admission control: the waiting polls come back all at
+        # once each second, a burst the adaptive cap (from its floor of 20) would shed
+        "min_polls_in_flight": 2000,
+        # no kept answer expires mid-run: what a re-ask costs is measured on its own
+        "list_max_age_s": 300,
+    }
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in PROCESSES]
-    async with own_stack(env, services) as stack:
+    settings = {"orders_state": {"protocol": protocol}, "launch": {"protocol": protocol}}
+    async with own_stack(env, services, settings) as stack:
         emulator, state = stack.url("emulator"), stack.url("orders_state")
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         connector = aiohttp.TCPConnector(limit=0)
@@ -293,6 +336,67 @@ async def main(users: int, requests: int, concurrency: int, waits: int) -> None:
             f"{total(lambda c: c.answer_bytes) / 1024:>11.1f}"
             f"{state_ms / legacy_state:>23.2f}{bff / legacy_bff:>14.2f}"
         )
+    model(costs, extra, model_orders, idle_apps)
+
+
+# the CPU of orders_state, order_tags and Redis in a Cost
+PROCESS_CPU: list[Callable[[Cost], float]] = [
+    lambda c: c.cpu_s["orders_state"],
+    lambda c: c.cpu_s["order_tags"],
+    lambda c: c.cpu_s["redis"],
+]
+
+
+def model(
+    costs: dict[str, Cost],
+    extra: Callable[[str, Callable[[Cost], float]], float],
+    orders: int,
+    idle_apps: int,
+) -> None:
+    """docs/capacity.md's model: `orders` active orders with an app each at RATES, and
+    `idle_apps` apps with no order polling at IDLE_POLL_S, each re-asking the sources a poll
+    queries when its kept answers pass their limit."""
+    max_age_s = ProtocolSettings().list_max_age_s
+    print(
+        f"\n{orders:,} active orders (an app each) and {idle_apps:,} apps with no order, "
+        f"list_max_age {max_age_s:.0f} s, a second:"
+    )
+    print(
+        f"{'scheme':<12}{'polls':>10}{'idle polls':>12}{'re-asks':>10}{'idle re-asks':>14}"
+        f"{'parts':>9}{'heavy':>9}{'source calls':>14}{'of idle apps':>14}{'idle every':>12}"
+        f"{'orders_state':>14}{'order_tags':>12}{'redis':>7}"
+    )
+    legacy_rate = orders * RATES["legacy"]["legacy"] / 60
+    print(
+        f"{'legacy':<12}{legacy_rate:>10,.0f}{'':>12}{'':>10}{'':>14}{'':>9}"
+        f"{orders * HEAVY_CALLS['legacy'] / 60:>9,.0f}{'':>14}{'':>14}{'':>12}"
+        f"{legacy_rate * extra('legacy', lambda c: c.cpu_s['orders_state']):>14.1f}"
+    )
+    for scheme in ("mlutp", "mlutp_wait"):
+        rates, kind = RATES[scheme], POLL_KIND[scheme]
+        polls = orders * rates[kind] / 60
+        idle_polls = idle_apps / (sum(IDLE_POLL_S[scheme]) / 2)
+        period_s = reask_period_s(IDLE_POLL_S[scheme], max_age_s)
+        # a re-ask is costed as asking the three sources; its count is source calls over three
+        reasks = orders * SOURCE_CALLS[scheme] / 3 / 60
+        idle_reasks = idle_apps / period_s
+        parts = orders * rates["part"] / 60
+        sources = 3 * (reasks + idle_reasks)
+
+        # the CPU seconds a second of orders_state, order_tags and Redis
+        cores = [
+            (polls + idle_polls) * extra(kind, of)
+            + (reasks + idle_reasks) * extra("re-ask", of)
+            + parts * extra("part", of)
+            for of in PROCESS_CPU
+        ]
+        print(
+            f"{scheme:<12}{polls:>10,.0f}{idle_polls:>12,.0f}{reasks:>10,.0f}{idle_reasks:>14,.0f}"
+            f"{parts:>9,.0f}{orders * HEAVY_CALLS[scheme] / 60:>9,.0f}{sources:>14,.0f}"
+            f"{3 * idle_reasks:>14,.0f}{period_s:>10.0f} s"
+            f"{cores[0]:>14.1f}{cores[1]:>12.1f}{cores[2]:>7.1f}"
+        )
+    print("(cores at this machine's CPU per request; polls and re-asks of the three sources)")
 
 
 if __name__ == "__main__":
@@ -304,5 +408,18 @@ if __name__ == "__main__":
     # a waiting client polls about 3 times a minute for as long as its order lives (minutes):
     # its first poll's subscription is a small share of its polls
     parser.add_argument("--waits", type=int, default=20, help="waiting polls per user")
+    parser.add_argument("--orders", type=int, default=1_000_000, help="the model's active orders")
+    parser.add_argument(
+        "--idle-apps", type=int, default=2_000_000, help="the model's apps with no active order"
+    )
     args = parser.parse_args()
-    uvloop.run(main(args.users, args.requests, args.concurrency, args.waits))
+    uvloop.run(
+        main(
+            args.users,
+            args.requests,
+            args.concurrency,
+            args.waits,
+            args.orders,
+            args.idle_apps,
+        )
+    )

@@ -2,7 +2,7 @@
 second from one order). Each round polls orders/state with `force: true` and fetches the
 order's fast_info and rarely_changed parts, one after another, with no pause. Two
 orders_state processes side by side in one run: with the recent-fetch memo (the default) and
-without it (`MLUTP_RECENT_MEMO_BYTES=0`). Totw calls are counted by the emulator.
+without it (its recent_memo_bytes 0). Totw calls are counted by the emulator.
 
 Legacy polling costs one order 0.1–0.2 totw calls a second (every 10 s on Android, every 5 s
 on iOS). Bound asserted (the exit status is 1 when it fails): with the memo, at most one call
@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from devtools.bench_stack import post_json, upstream_stack
+from devtools.serve import serve_args
 from shared.embedded_redis import free_port
 
 USER = "flooding-user"
@@ -68,14 +69,12 @@ def main() -> None:
             post_json(f"{emulator}/emulator/v1/orders", json.dumps(new_order).encode())
         )["orderid"]
         bases = {}
-        for name, memo_bytes in (("recent-fetch memo", None), ("no memo", "0")):
+        for name, protocol in (("recent-fetch memo", {}), ("no memo", {"recent_memo_bytes": 0})):
             port = free_port()
             stack.env["ORDERS_STATE_PORT"] = str(port)
-            if memo_bytes is not None:
-                stack.env["MLUTP_RECENT_MEMO_BYTES"] = memo_bytes
             bases[name] = f"http://127.0.0.1:{port}"
-            stack.start(["-m", "services.orders_state"], 0, f"{bases[name]}/ping")
-            stack.env.pop("MLUTP_RECENT_MEMO_BYTES", None)
+            serve = serve_args("services.orders_state", {"protocol": protocol})
+            stack.start(serve, 0, f"{bases[name]}/ping")
 
         rates = {}
         held = False

@@ -3,8 +3,8 @@ reads of concurrent polls joined into one order_tags call against one call each,
 in one run, next to the legacy pass-through and `GET /ping` on the same stack.
 
 A superapp client: one driving taxi order known with every tag current, and taxi, eats and
-grocery queried (docs/protocol.md: List tags). For each setting (`MLUTP_LIST_TAGS`,
-`MLUTP_JOIN_TAG_READS`, `MLUTP_TAG_READS_IN_FLIGHT`) a stack of its own: U users, a warm-up
+grocery queried (docs/protocol.md: List tags). For each setting (orders_state's `list_tags`,
+`join_tag_reads`, `tag_reads_in_flight`) a stack of its own: U users, a warm-up
 poll each (it keeps the sources' answers and gives the answer's ETag), then N requests of each
 kind, 20 at a time, measured by the CPU the processes used (psutil; Redis by its own INFO) and
 the order source calls the emulator served. `poll` is answered in full; `poll 304` sends the
@@ -39,28 +39,27 @@ async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
     return sum(count for target, count in calls.items() if target.startswith("source:"))
 
 
-SETTINGS = {
-    "joined reads": {"MLUTP_LIST_TAGS": "true", "MLUTP_JOIN_TAG_READS": "true"},
+# orders_state's protocol settings of each run
+SETTINGS: dict[str, dict[str, Any]] = {
+    "joined reads": {"list_tags": True, "join_tag_reads": True},
     # joined only within a turn of the loop: no read waits for a call in flight
-    "turn only": {
-        "MLUTP_LIST_TAGS": "true",
-        "MLUTP_JOIN_TAG_READS": "true",
-        "MLUTP_TAG_READS_IN_FLIGHT": "0",
-    },
-    "read each": {"MLUTP_LIST_TAGS": "true", "MLUTP_JOIN_TAG_READS": "false"},
-    "no list tags": {"MLUTP_LIST_TAGS": "false", "MLUTP_JOIN_TAG_READS": "true"},
+    "turn only": {"list_tags": True, "join_tag_reads": True, "tag_reads_in_flight": 0},
+    "read each": {"list_tags": True, "join_tag_reads": False},
+    "no list tags": {"list_tags": False, "join_tag_reads": True},
 }
 
 
 async def run(
-    setting: dict[str, str], users: int, requests: int, concurrency: int
+    setting: dict[str, Any], users: int, requests: int, concurrency: int
 ) -> dict[str, Any]:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
-    env |= {"EMULATOR_DRIVER_ENABLED": "false", **setting}
-    env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"  # what a request costs, not admission control
+    env |= {"EMULATOR_DRIVER_ENABLED": "false"}
+    # what a request costs, not admission control
+    protocol = {**setting, "min_polls_in_flight": 2000}
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in PROCESSES]
-    async with own_stack(env, services) as stack:
+    settings = {"orders_state": {"protocol": protocol}}
+    async with own_stack(env, services, settings) as stack:
         emulator, state = stack.url("emulator"), stack.url("orders_state")
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         async with aiohttp.ClientSession(

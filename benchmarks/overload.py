@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import build_request, percentile, read_response
 from devtools.bench_stack import Stack, post_json, upstream_stack, wait_http
+from devtools.serve import serve_args
 from shared.embedded_redis import free_port
 
 PATH = "/mlutp/v1/orders/state"
@@ -330,11 +331,9 @@ async def closed_loop(
 def start_orders_state(stack: Stack, cap: int | None) -> tuple[int, subprocess.Popen[bytes]]:
     port = free_port()
     stack.env["ORDERS_STATE_PORT"] = str(port)
-    if cap is not None:
-        stack.env["MLUTP_MIN_POLLS_IN_FLIGHT"] = stack.env["MLUTP_MAX_POLLS_IN_FLIGHT"] = str(cap)
-    stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
-    stack.env.pop("MLUTP_MIN_POLLS_IN_FLIGHT", None)
-    stack.env.pop("MLUTP_MAX_POLLS_IN_FLIGHT", None)
+    protocol = {} if cap is None else {"min_polls_in_flight": cap, "max_polls_in_flight": cap}
+    args = serve_args("services.orders_state", {"protocol": protocol})
+    stack.start(args, 0, f"http://127.0.0.1:{port}/ping")
     return port, stack.processes[-1]
 
 
@@ -386,7 +385,7 @@ def main() -> None:
         "--cap",
         type=int,
         default=None,
-        help="a fixed cap instead of the adaptive one (MLUTP_MIN_/MAX_POLLS_IN_FLIGHT)",
+        help="a fixed cap instead of the adaptive one (min and max polls in flight)",
     )
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.loadgen import LoadResult, bench_args, run_load
 from devtools.bench_stack import post_json, upstream_stack
+from devtools.serve import serve_args
 from shared.embedded_redis import free_port
 from shared.policy import load_policy
 
@@ -38,10 +39,9 @@ def main() -> None:
         # every request here names the same order: joined or remembered fetches would
         # flatter the part endpoint, so each pays its own tag read and upstream call, as
         # distinct orders do
-        stack.env["MLUTP_COALESCE_PART_FETCHES"] = "false"
-        stack.env["MLUTP_RECENT_MEMO_BYTES"] = "0"
+        protocol = {"coalesce_part_fetches": False, "recent_memo_bytes": 0}
         base = f"http://127.0.0.1:{port}"
-        stack.start(["-m", "services.orders_state"], 0, f"{base}/ping")
+        stack.start(serve_args("services.orders_state", {"protocol": protocol}), 0, f"{base}/ping")
         headers = {"X-Yandex-UID": USER}
 
         legacy_body = json.dumps({"orderid": orderid, "format_currency": True}).encode()

@@ -27,12 +27,13 @@ sources only at launch (at app start, and after an order finishes), none in stea
 
     python benchmarks/redis_loss.py [--users 300] [--wait-ms 25000] [--ramp S]
         [--steady 20] [--after-flush 120] [--before-kill 2] [--down 10] [--after-restart 10]
-        [--env NAME=VALUE ...]
+        [--set NAME=VALUE ...]
 
-`--env` sets a variable of every stack process (orders_state's settings, say); list_max_age
-is left at its default unless set this way. A run takes about 10 s of set-up, the ramp and
-the phases: about 5 minutes at the defaults with list_max_age 120 s. A smoke run in under a
-minute (its steady rate is not a long-running population's, and the output says so):
+`--set` sets a protocol setting of orders_state (services/bff/config.py: ProtocolSettings,
+a JSON value); list_max_age_s is left at its default unless set this way. A run takes about
+10 s of set-up, the ramp and the phases: about 5 minutes at the defaults with list_max_age
+120 s. A smoke run in under a minute (its steady rate is not a long-running population's, and
+the output says so):
 
     python benchmarks/redis_loss.py --users 60 --after-flush 30 --ramp 5 --steady 5 \
         --down 5 --after-restart 5
@@ -79,7 +80,7 @@ STATUSES = {"taxi": "driving", "eats": "cooking", "grocery": "assembling"}
 SERVICES = tuple(STATUSES)
 PROCESSES = ("order_tags", "emulator", "orders_state", "launch")
 LEGACY_PERIODS_S = {"ios": 5.0, "android": 10.0}
-LIST_MAX_AGE_ENV = "MLUTP_LIST_MAX_AGE_S"
+LIST_MAX_AGE = "list_max_age_s"
 
 
 # --- the emulator's counters, read every 250 ms ------------------------------------------------
@@ -206,11 +207,9 @@ def per_second(windows: Sequence[Window], origin: float) -> list[int]:
 # --- the stack and the clients -----------------------------------------------------------------
 
 
-def list_max_age_s(extra_env: Mapping[str, str]) -> float:
-    """The kept answers' age limit in effect: the product's default unless --env sets it."""
-    if LIST_MAX_AGE_ENV in extra_env:
-        return float(extra_env[LIST_MAX_AGE_ENV])
-    return float(ProtocolSettings.model_fields["list_max_age_s"].default)
+def list_max_age_s(protocol: Mapping[str, Any]) -> float:
+    """The kept answers' age limit in effect: the product's default unless --set sets it."""
+    return float(protocol.get(LIST_MAX_AGE, ProtocolSettings().list_max_age_s))
 
 
 def legacy_rate(users: int) -> tuple[float, int]:
@@ -419,28 +418,27 @@ class Options:
     before_kill_s: float
     down_s: float
     after_restart_s: float
-    env: dict[str, str]
+    protocol: dict[str, Any]
 
 
 async def run(options: Options) -> None:
-    max_age_s = list_max_age_s(options.env)
+    max_age_s = list_max_age_s(options.protocol)
     aged_s = max_age_s + options.wait_ms / 1000
     ramp_s = options.ramp_s if options.ramp_s is not None else aged_s
     legacy_per_s, ios = legacy_rate(options.users)
     services = [s for s in STACK if s.name in PROCESSES]
     env = {**os.environ, **free_ports_env(services), "LOG_LEVEL": "CRITICAL"}
     env["EMULATOR_DRIVER_ENABLED"] = "false"
-    env |= options.env
     # the stack's own embedded Redis, never one of the machine's
     env.pop("REDIS_URL", None)
     env.pop("REDIS_CLUSTER_NODES", None)
     hold_timeout_s = options.wait_ms / 1000 * 1.2 + 15
-    where = "--env" if LIST_MAX_AGE_ENV in options.env else "default"
-    given = " ".join(f"{name}={value}" for name, value in options.env.items())
+    where = "--set" if LIST_MAX_AGE in options.protocol else "default"
+    given = " ".join(f"{name}={value}" for name, value in options.protocol.items())
     print(
         f"redis_loss: {options.users} users x 3 active orders ({', '.join(STATUSES.values())}), "
         f"reference clients with wait_ms {options.wait_ms}, starts spread over {ramp_s:.0f} s; "
-        f"list_max_age {max_age_s:.0f} s ({where})" + (f"; --env {given}" if given else "")
+        f"list_max_age {max_age_s:.0f} s ({where})" + (f"; --set {given}" if given else "")
     )
     print(
         f"legacy baseline (the load test's legacy clients): every order's whole document every "
@@ -448,7 +446,8 @@ async def run(options: Options) -> None:
         f"launch: {legacy_per_s:.1f} upstream calls/s in steady polling, "
         f"{legacy_per_s * PERIOD_S:.1f} per 250 ms, 0 of them source calls"
     )
-    async with own_stack(env, services) as stack:
+    settings = {"orders_state": {"protocol": options.protocol}}
+    async with own_stack(env, services, settings) as stack:
         await measure(stack, options, ramp_s, aged_s, legacy_per_s, hold_timeout_s)
 
 
@@ -579,19 +578,19 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         "--after-restart", type=float, default=10.0, help="A: seconds after its restart"
     )
     parser.add_argument(
-        "--env",
+        "--set",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a variable for every stack process (orders_state's settings); repeatable",
+        help="a protocol setting of orders_state (a JSON value); repeatable",
     )
     args = parser.parse_args(argv)
-    env = {}
-    for item in args.env:
+    protocol: dict[str, Any] = {}
+    for item in args.set:
         name, sep, value = item.partition("=")
-        if not sep or not name:
-            parser.error(f"--env takes NAME=VALUE, not {item!r}")
-        env[name] = value
+        if not sep or not name or name not in ProtocolSettings.model_fields:
+            parser.error(f"--set takes NAME=VALUE of a protocol setting, not {item!r}")
+        protocol[name] = json.loads(value)
     if args.users < 1 or args.down < 1.0 or args.steady <= 0 or args.after_flush <= 0:
         parser.error("--users ≥ 1, --down ≥ 1, --steady and --after-flush > 0")
     return Options(
@@ -603,7 +602,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         before_kill_s=args.before_kill,
         down_s=args.down,
         after_restart_s=args.after_restart,
-        env=env,
+        protocol=protocol,
     )
 
 

@@ -110,7 +110,7 @@ class TimedCircuit(CircuitBreaker):
 @dataclass(frozen=True)
 class Mode:
     """What is measured: order_tags' hedge (REDIS_HEDGE_AFTER_S, 0: off), and the BFF's
-    circuit (MLUTP_CIRCUIT_FAILURES in a row open it; None: never open, the most any
+    circuit (circuit_failures in a row open it; None: never open, the most any
     circuit that opens on a failure rate instead could give)."""
 
     hedge_after_s: float

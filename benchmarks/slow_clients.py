@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from devtools.bench_stack import upstream_stack, wait_http
+from devtools.serve import serve_args
 from shared.embedded_redis import free_port
 
 HEAD = b"POST /mlutp/v1/orders/state HTTP/1.1\r\nHost: x\r\nX-Slow: "
@@ -78,11 +79,11 @@ def main() -> None:
     os.sched_setaffinity(0, {1})
     with upstream_stack(cpu=1) as stack:
         servers = {}
-        for name, timeout in (("read timeout 5 s", "5"), ("no read timeout", "0")):
+        for name, timeout in (("read timeout 5 s", 5), ("no read timeout", 0)):
             port = free_port()
             stack.env["ORDERS_STATE_PORT"] = str(port)
-            stack.env["ORDERS_STATE_REQUEST_READ_TIMEOUT_S"] = timeout
-            stack.start(["-m", "services.orders_state"], 0, f"http://127.0.0.1:{port}/ping")
+            serve = serve_args("services.orders_state", {"request_read_timeout_s": timeout})
+            stack.start(serve, 0, f"http://127.0.0.1:{port}/ping")
             servers[name] = (port, stack.processes[-1].pid)
         for name, (port, pid) in servers.items():
             before = rss_mb(pid)

@@ -12,9 +12,11 @@ import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
+from devtools.serve import serve_args
 from shared.config import DEFAULT_PORTS
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster, free_port
 
@@ -96,13 +98,15 @@ class Stack:
         replicas: int = 1,
         redis_cluster_masters: int = 0,
         replica_env: Mapping[int, Mapping[str, str]] | None = None,
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """`replicas` processes of each REPLICABLE service (the first on its `<SERVICE>_PORT`,
         the others on free ports; the other services find the first by its URL variable);
         `redis_cluster_masters` > 0: an embedded Redis Cluster of that many masters instead
         of one Redis, when neither REDIS_URL nor REDIS_CLUSTER_NODES is given;
         `replica_env`: replica number → variables of those replicas only (a fleet
-        mid-deploy: replica 1 on the new policy file)."""
+        mid-deploy: replica 1 on the new policy file); `settings`: service name → settings
+        no variable reaches (a test's min TTL of 0: devtools/serve.py)."""
         self.services = services
         self.env = dict(env)
         self.env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
@@ -117,6 +121,7 @@ class Stack:
         }
         self.redis_cluster_masters = redis_cluster_masters
         self.replica_env = dict(replica_env or {})
+        self.settings = dict(settings or {})
         self.redis: EmbeddedRedis | None = None
         self.redis_cluster: EmbeddedRedisCluster | None = None
         self.processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
@@ -163,11 +168,15 @@ class Stack:
         self, service: StackService, env: Mapping[str, str], ready_timeout_s: float
     ) -> None:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", service.module, env=dict(env)
+            sys.executable, *self._module_args(service), env=dict(env)
         )
         self.processes.append((service, process))
         self._envs[process.pid] = dict(env)
         await wait_for_ping(service.url(env), process, ready_timeout_s)
+
+    def _module_args(self, service: StackService) -> list[str]:
+        settings = self.settings.get(service.name)
+        return serve_args(service.module, settings) if settings else ["-m", service.module]
 
     async def restart(
         self, name: str, env: Mapping[str, str], ready_timeout_s: float = 30.0
@@ -206,7 +215,9 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def own_stack(
-    env: Mapping[str, str], services: Sequence[StackService] = STACK
+    env: Mapping[str, str],
+    services: Sequence[StackService] = STACK,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> AsyncIterator[Stack]:
     """A script's stack of its own, started and always closed: SIGTERM (a `timeout`, a CI
     limit) cancels the script's task, so no process is left behind."""
@@ -214,7 +225,7 @@ async def own_stack(
     assert task is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    stack = Stack(env, services)
+    stack = Stack(env, services, settings=settings)
     try:
         await stack.start()
         yield stack

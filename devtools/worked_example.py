@@ -51,7 +51,7 @@ WIDTH = 96
 # change of step 6 (the order's part tags, then its list tag) is one answer. Without it the
 # poll may answer the parts' news a moment before the list's, and the next poll brings the
 # new status
-EXAMPLE_ENV = {"MLUTP_WAKEUP_SETTLE_S": "0.2"}
+EXAMPLE_SETTINGS = {"orders_state": {"wakeup_settle_s": 0.2}}
 REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 404: "Not Found"}
 
 
@@ -456,10 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 @contextlib.asynccontextmanager
 async def own_stack() -> AsyncIterator[Urls]:
     """A stack of the example's own, on free ports, with its own Redis."""
-    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "WARNING", **EXAMPLE_ENV}
+    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "WARNING"}
     env.pop("REDIS_URL", None)
     env.pop("REDIS_CLUSTER_NODES", None)
-    stack = Stack(env, [s for s in STACK if s.name != "demo"])
+    stack = Stack(env, [s for s in STACK if s.name != "demo"], settings=EXAMPLE_SETTINGS)
     try:
         await stack.start()
         yield Urls(stack.url("launch"), stack.url("orders_state"), stack.url("emulator"))

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import uvloop
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from shared import wire
 from shared.aiohttp_internals import newest_request_body, parsed_request_count
-from shared.config import ServiceSettings
+from shared.config import ServiceSettings, with_overrides
 from shared.errors import RequestTimeout, StartupError
 from shared.logs import setup_logging
 from shared.web import CONNECTION_LIMITS, HTTP_CODES, METRICS, error_response
@@ -26,10 +26,13 @@ log = logging.getLogger("mlutp.runner")
 S = TypeVar("S", bound=ServiceSettings)
 
 
-def load_settings(service: str, settings_class: Callable[[], S]) -> S:
-    """Settings from the environment; a bad or missing value stops the service, naming it."""
+def load_settings(
+    service: str, settings_class: type[S], overrides: Mapping[str, Any] | None = None
+) -> S:
+    """Settings from the environment (and `overrides`, devtools/serve.py); a bad or missing
+    value stops the service, naming it."""
     try:
-        return settings_class()
+        return with_overrides(settings_class, overrides or {})
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
@@ -212,15 +215,16 @@ async def serve(
 
 def run_service(
     service: str,
-    settings_class: Callable[[], S],
+    settings_class: type[S],
     create_app: Callable[[S], web.Application],
     *,
     handler_cancellation: bool = False,
+    overrides: Mapping[str, Any] | None = None,
 ) -> None:
     """Run one service until SIGINT/SIGTERM; in-flight requests get `shutdown_timeout_s`.
     `handler_cancellation`: a client that hangs up cancels its handler. Off by default: a
     handler that writes data, then tags, must not be stopped between the two."""
-    settings = load_settings(service, settings_class)
+    settings = load_settings(service, settings_class, overrides)
     try:
         app = create_app(settings)
     except StartupError as exc:

@@ -11,7 +11,6 @@ from typing import Any
 
 import redis
 from aiohttp.test_utils import TestClient, TestServer
-from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
 from emulator.app import create_app as create_emulator
@@ -20,7 +19,7 @@ from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
-from shared.config import RedisSettings
+from shared.config import RedisSettings, operator_variables
 from shared.embedded_redis import EmbeddedRedisCluster
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
@@ -202,25 +201,9 @@ def cut(doc: dict[str, Any]) -> dict[str, Any]:
     return {name: doc[name] for name in TAXI_FIELDS if name in doc}
 
 
-COMMON_ENV = {"LOG_LEVEL", "LOG_JSON", "LOG_ACCESS_SAMPLE"}
-
-
 def env_names(settings_class: type[BaseSettings]) -> set[str]:
     """Every environment variable a settings class reads, nested settings included."""
-    prefix = settings_class.model_config.get("env_prefix", "")
-    names: set[str] = set()
-    for name, field in settings_class.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
-            names |= env_names(annotation)
-            continue
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            names |= {c for c in alias.choices if isinstance(c, str) and c.isupper()}
-        elif isinstance(alias, str):
-            names.add(alias)
-        names.add(f"{prefix}{name}".upper())
-    return names
+    return {name for name, _ in operator_variables(settings_class)}
 
 
 def stored_parts(redis_sync: redis.Redis, key: str) -> dict[str, str]:

@@ -19,14 +19,29 @@ UID = "X-Yandex-UID"
 
 def stack_env(**extra: str) -> dict[str, str]:
     """This process's environment for a stack of the test's own: free ports, an embedded Redis
-    (no REDIS_URL or cluster of anyone else's), quiet logs, and no min TTL to wait out (a
-    change is seen on the next cycle); `extra` on top."""
+    (no REDIS_URL or cluster of anyone else's), quiet logs; `extra` on top."""
     env = dict(os.environ)
     env.pop("REDIS_URL", None)
     env.pop("REDIS_CLUSTER_NODES", None)
     env.update(free_ports_env())
-    env.update({"LOG_LEVEL": "WARNING", "MLUTP_MIN_TTL_S": "0", **extra})
+    env.update({"LOG_LEVEL": "WARNING", **extra})
     return env
+
+
+def stack_settings(
+    protocol: dict[str, Any] | None = None, **per_service: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Settings of the test's stack no variable reaches (Stack's `settings`): no min TTL to
+    wait out in the client-facing services (a change is seen on the next cycle), `protocol`
+    on top of that, and `per_service` settings besides."""
+    protocol = {"min_ttl_s": 0, **(protocol or {})}
+    settings: dict[str, dict[str, Any]] = {
+        "orders_state": {"protocol": protocol},
+        "launch": {"protocol": protocol},
+    }
+    for name, values in per_service.items():
+        settings[name] = {**settings.get(name, {}), **values}
+    return settings
 
 
 async def emulator_post(

@@ -25,14 +25,10 @@ from devtools.stack import STACK, Stack, free_ports_env
 from shared.embedded_redis import free_port
 from shared.policy import DEFAULT_POLICY_PATH, PollingType, load_policy
 
+KIT_ENV = {"EMULATOR_DRIVER_ENABLED": "false", "LOG_LEVEL": "WARNING"}
 # the kit's stack: intervals of a second or two, so that a scenario takes seconds
-KIT_ENV = {
-    "EMULATOR_DRIVER_ENABLED": "false",
-    "MLUTP_MIN_TTL_S": "0",
-    "MLUTP_INTERVAL_MAX_MS": "2000",
-    "MLUTP_INTERVAL_NO_ORDERS_MS": "2000",
-    "LOG_LEVEL": "WARNING",
-}
+KIT_PROTOCOL = {"min_ttl_s": 0, "interval_max_ms": 2000, "interval_no_orders_ms": 2000}
+KIT_SETTINGS = {"orders_state": {"protocol": KIT_PROTOCOL}, "launch": {"protocol": KIT_PROTOCOL}}
 
 
 @dataclass
@@ -84,7 +80,7 @@ async def run_kit(client: ClientUnderTest, names: Sequence[str], work_dir: Path)
     }
     env.pop("REDIS_URL", None)
     env.pop("REDIS_CLUSTER_NODES", None)
-    stack = Stack(env, [s for s in STACK if s.name != "demo"])
+    stack = Stack(env, [s for s in STACK if s.name != "demo"], settings=KIT_SETTINGS)
     await stack.start()
     recorder = Recorder(stack.url("launch"), stack.url("orders_state"), stack.url("emulator"))
     runner = web.AppRunner(create_app(recorder))

@@ -26,8 +26,7 @@ from devtools.simulation.wakeups import CURRENT_POLL, PollState, SimWakeups, Wat
 from services.bff.admission import Admission
 from services.bff.config import ProtocolSettings
 from services.bff.engine import LookResult, OrdersStateEngine
-from services.bff.fetch_memo import FetchMemo
-from services.bff.known_orders import Limits, ParsedKnownOrder, parse_poll
+from services.bff.known_orders import ParsedKnownOrder, parse_poll
 from services.bff.listings import Listings
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
@@ -36,19 +35,20 @@ from services.bff.poll import Caller, Poll
 from services.bff.ports import OrderSource, PartUpstream
 from services.bff.tag_cache import TagCache, TagsRead
 from services.bff.tag_reads import JoinedTagReads
+from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitCause, WaitingConfig, WaitingPolls
+from services.orders_state.waiting.polls import WaitCause, WaitingPolls
 from shared.answer import AnsweredOrder
 from shared.errors import Overloaded
 from shared.policy import PartEndpoint, PollingPolicy, Stage
-from shared.protocol.admission import BudgetLimit
-from shared.protocol.circuit import CircuitBreaker
 from shared.upstream_wire import SourceResponse
 from shared.wire import USER_HEADER, OrderKey
 
 # the protocol's numbers as a deployment has them by default (the environment is not read:
 # a run depends on its seed alone)
 SETTINGS = ProtocolSettings.model_construct()
+# the waiting polls' numbers, the services' defaults (nothing read from the environment)
+WAITING_SETTINGS = OrdersStateSettings.model_construct(protocol=SETTINGS)
 
 
 class Refused(Exception):
@@ -167,19 +167,13 @@ class BffProcess:
         )
         self.tag_cache = TagCache(
             self.joined,
-            CircuitBreaker(settings.circuit_failures, settings.circuit_open_s),
+            settings.tag_cache_breaker(),
             metrics,
             clock=loop.time,
             wall_clock=time.time,
         )
         self.admission = Admission(
-            BudgetLimit(
-                min_limit=settings.min_polls_in_flight,
-                max_limit=settings.max_polls_in_flight,
-                budget_ms=settings.admission_budget_ms,
-                look_cost_ms=settings.admission_look_cost_ms,
-                lag_target_ms=settings.admission_lag_target_ms,
-            ),
+            settings.budget_limit(),
             overload_in_flight=settings.overload_in_flight,
             overload_max_factor=settings.overload_max_factor,
             retry_after_base_s=settings.overload_retry_after_s,
@@ -209,7 +203,7 @@ class BffProcess:
             engine,
             self.admission,
             self.hub,
-            WaitingConfig(interval_max_ms=settings.interval_max_ms),
+            WAITING_SETTINGS.waiting_config(),
             WaitingMetrics(registry),
             rng=random.Random(rng.random()),
         )
@@ -220,19 +214,10 @@ class BffProcess:
             metrics,
             sources,
             coalesce=settings.coalesce_part_fetches,
-            degraded_memo=FetchMemo(
-                ttl_ms=settings.timings().degraded_min_ttl_ms,
-                max_bytes=settings.degraded_memo_bytes,
-            ),
-            recent_memo=FetchMemo(
-                ttl_ms=settings.timings().min_ttl_ms, max_bytes=settings.recent_memo_bytes
-            ),
+            degraded_memo=settings.degraded_memo(),
+            recent_memo=settings.recent_memo(),
         )
-        self.limits = Limits(
-            max_known_orders=settings.max_known_orders,
-            max_extra_fields=settings.max_extra_fields,
-            max_extra_bytes=settings.max_extra_bytes,
-        )
+        self.limits = settings.limits()
         self.endpoints = {
             endpoint.rule.url: endpoint
             for endpoint in policy.endpoints

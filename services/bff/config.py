@@ -1,183 +1,252 @@
+"""The client-facing services' settings (orders_state and launch): where the upstreams are,
+and the protocol's numbers.
+
+Each number has one home. An operator's variable (`variable()`) has its default here; every
+other number is a named constant below, grouped by concern, saying why it has its value.
+The core's config objects (EngineConfig, Limits, TagTimings, IntervalRules, the part
+service's memos, the tag read joining, admission) have no defaults: they are built from a
+ProtocolSettings object by its methods, in the services, the simulation, the tests and the
+benchmarks alike."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
 
 from services.bff.engine import EngineConfig
-from shared.config import DEFAULT_EMULATOR_URL, DEFAULT_ORDER_TAGS_URL, ServiceSettings
+from services.bff.fetch_memo import FetchMemo
+from services.bff.known_orders import Limits
+from shared.config import (
+    DEFAULT_EMULATOR_URL,
+    DEFAULT_ORDER_TAGS_URL,
+    ServiceSettings,
+    Settings,
+    variable,
+)
 from shared.http import Protection
 from shared.policy import DEFAULT_POLICY_PATH, PollingPolicy
+from shared.protocol.admission import BudgetLimit
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.interval import IntervalRules
 from shared.protocol.need_request import TagTimings
 from shared.protocol.retry_budget import RetryBudget
 
-# where each named upstream lives on the emulator; any of them can be pointed elsewhere
-EMULATOR_PATHS = {
-    "taxi_order_source_url": "/sources/taxi/v1/orders/active",
-    "eats_order_source_url": "/sources/eats/v1/orders/active",
-    "grocery_order_source_url": "/sources/grocery/v1/orders/active",
-    "totw_url": "/3.0/taxiontheway",
-    "eats_details_url": "/eats/v1/orders/details",
-    "grocery_details_url": "/grocery/v1/orders/details",
-    "taxiroute_url": "/taxiroute/v1/route",
-}
-# The part types with an upstream setting of their own name: part_type → the setting. Any
-# other upstream a part names (its `upstream`, or an unlisted part type) is
-# PART_UPSTREAM_URLS[name] (and the emulator's generic /parts/<name> without it). The legacy
-# /3.0/taxiontheway pass-through goes to the totw part type's upstream.
-PART_TYPE_UPSTREAMS = {
-    "totw": "totw_url",
-    "eats_full": "eats_details_url",
-    "grocery_full": "grocery_details_url",
-    "taxiroute": "taxiroute_url",
+# Where the emulator serves each upstream: an order source is
+# /sources/<service>/v1/orders/active; a part upstream one of these, or the generic
+# /parts/<name> (which serves any of them). The legacy /3.0/taxiontheway pass-through goes to
+# the totw part type's upstream.
+EMULATOR_SOURCE_PATH = "/sources/{service}/v1/orders/active"
+EMULATOR_PART_PATHS = {
+    "totw": "/3.0/taxiontheway",
+    "eats_full": "/eats/v1/orders/details",
+    "grocery_full": "/grocery/v1/orders/details",
+    "taxiroute": "/taxiroute/v1/route",
 }
 LEGACY_PART_TYPE = "totw"
 
 
-class UpstreamSettings(BaseSettings):
-    """Where every upstream is; those not set point at the emulator (EMULATOR_URL).
+class UpstreamSettings(Settings):
+    """Where every upstream is; those not named point at the emulator (EMULATOR_URL).
 
-    - The first services' and part types' have a variable each (TOTW_URL,
-      TAXI_ORDER_SOURCE_URL, ...).
-    - Any service's order source: ORDER_SOURCE_URLS, a JSON object service → URL; without
-      one, the emulator's /sources/<service>/v1/orders/active.
-    - Any other part upstream (a part's own `upstream` in the policy, or a new part type):
-      PART_UPSTREAM_URLS, a JSON object name → URL; without one, the emulator's
-      /parts/<name>, which serves any of them generically.
+    - ORDER_SOURCE_URLS: a JSON object service → its order source's URL.
+    - PART_UPSTREAM_URLS: a JSON object upstream → URL, where an upstream is a part type
+      (totw, eats_full, grocery_full, taxiroute, ...) or the `upstream` a part names in the
+      policy (the `slow` part's orderperformerinfo).
 
     So a new service, or a part with an upstream of its own, is configuration: the policy
     file names it, these name where it lives.
     """
 
-    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-    emulator_url: str = DEFAULT_EMULATOR_URL
-    taxi_order_source_url: str = ""
-    eats_order_source_url: str = ""
-    grocery_order_source_url: str = ""
-    totw_url: str = ""
-    eats_details_url: str = ""
-    grocery_details_url: str = ""
-    taxiroute_url: str = ""
-    order_source_urls: dict[str, str] = {}
-    part_upstream_urls: dict[str, str] = {}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_to_emulator(cls, values: Any) -> Any:
-        if not isinstance(values, dict):
-            return values
-        base = str(values.get("emulator_url") or DEFAULT_EMULATOR_URL).rstrip("/")
-        return {
-            **{name: base + path for name, path in EMULATOR_PATHS.items()},
-            **{name: value for name, value in values.items() if value},
-        }
+    emulator_url: str = variable(DEFAULT_EMULATOR_URL, env="EMULATOR_URL")
+    order_source_urls: dict[str, str] = variable({}, env="ORDER_SOURCE_URLS")
+    part_upstream_urls: dict[str, str] = variable({}, env="PART_UPSTREAM_URLS")
 
     def order_source_url(self, service: str) -> str:
-        named = f"{service}_order_source_url"
-        if named in EMULATOR_PATHS:
-            url: str = getattr(self, named)
-            return url
-        return self.order_source_urls.get(
-            service, f"{self.emulator_url.rstrip('/')}/sources/{service}/v1/orders/active"
-        )
+        emulator = self.emulator_url.rstrip("/") + EMULATOR_SOURCE_PATH.format(service=service)
+        return self.order_source_urls.get(service, emulator)
 
     def part_upstream_url(self, name: str) -> str:
         """The URL of a part upstream: a part type's, or one a part names as its own."""
-        named = PART_TYPE_UPSTREAMS.get(name)
-        if named is not None:
-            url: str = getattr(self, named)
-            return url
-        return self.part_upstream_urls.get(name, f"{self.emulator_url.rstrip('/')}/parts/{name}")
+        path = EMULATOR_PART_PATHS.get(name, f"/parts/{name}")
+        return self.part_upstream_urls.get(name, self.emulator_url.rstrip("/") + path)
 
 
-class ProtocolSettings(BaseSettings):
-    """The protocol's numbers (MLUTP_*), shared by orders_state and launch."""
+# -- The tag cache and freshness (docs/protocol.md: Tags and need_request, List tags)
+# need_request rule 5: a part that changes many times a second is refetched at most this
+# often (the protocol's figure)
+MIN_TTL_S = 2.0
+# need_request rule 3: with the tag cache down, at most one fetch per order and part this
+# often (the protocol's figure)
+DEGRADED_MIN_TTL_S = 10.0
+# the tag cache's circuit opens after this many failed calls in a row, for this long, then
+# lets one probe through: one lost call does not open it (docs/protocol.md: What a lossy link
+# to Redis costs)
+TAG_CACHE_CIRCUIT_FAILURES = 5
+TAG_CACHE_CIRCUIT_OPEN_S = 2.0
+# a source's kept answer stands for it this long at most (docs/protocol.md: List tags): the
+# bound on what a source that forgot to bump its list tag can hide
+LIST_MAX_AGE_S = 120.0
+# a known order its source does not list yet stays (stale) this long after its tags were
+# made (docs/protocol.md: A just-created order the source does not list yet): room for a
+# source's replica lag of seconds
+CREATED_GRACE_S = 10.0
+# force honoured at most this often per order per minute (per fleet); beyond: absent. A
+# user pressing refresh is served; an app looping on force costs the source 6 calls a minute
+FORCE_PER_ORDER_PER_MINUTE = 6
 
-    model_config = SettingsConfigDict(
-        env_prefix="MLUTP_", extra="ignore", frozen=True, populate_by_name=True
-    )
+# -- Joined tag reads (services/bff/tag_reads.py)
+# the reads of polls reaching them in the same turn of the event loop go to order_tags as
+# one call: BFF CPU per poll 0.31 ms joined, 0.55 ms one call each (benchmarks/nothing_new.py)
+JOIN_TAG_READS = True
+# joined reads out at once: the reads that come while this many are out go together when
+# one ends, so a read waits at most one call's round trip, and only while order_tags is busy
+TAG_READS_IN_FLIGHT = 2
+# a part-filled joined read waits this long for more reads: order_tags CPU per waiting poll
+# 0.18 → 0.125 ms at 2 ms, 0.105 ms at 5 ms (benchmarks/capacity.py), for that much more
+# latency at low load
+TAG_READS_GATHER_MS = 2.0
 
-    policy_path: Path = DEFAULT_POLICY_PATH
-    source_deadline_s: float = Field(0.25, gt=0)
-    tags_deadline_s: float = Field(0.05, gt=0)
+# -- Upstream calls (sources and part upstreams)
+# each upstream's circuit opens after this many failed calls in a row (5xx, timeout,
+# connection error), for this long, then lets one probe through
+UPSTREAM_CIRCUIT_FAILURES = 10
+UPSTREAM_CIRCUIT_OPEN_S = 2.0
+# Envoy's retry budget: retries at most this share of an upstream's calls in the last 10 s,
+# and at least this many, so a failing upstream gets at most 1.2 times its calls, not twice
+RETRY_BUDGET_RATIO = 0.2
+RETRY_BUDGET_MIN = 3
+
+# -- Part fetches and their memos (services/bff/part_service.py)
+# part requests of one order arriving together share its content tag read and upstream
+# call: an app asking for several parts of an order at once costs the upstream one call
+# (off only to measure a part request's own cost: benchmarks/parts.py)
+COALESCE_PART_FETCHES = True
+# the fetches made while the tag cache is down, kept one degraded TTL per process, so that
+# an order costs one upstream call per TTL however its parts are requested. The two memos'
+# bytes are the memory deploy/k8s/base/orders-state.yaml budgets beside the held polls
+DEGRADED_MEMO_BYTES = 64 * 2**20
+# the fetches made with it up, kept one min TTL: a client sending part requests as fast as
+# it can costs an order one upstream call per min TTL while its content tags stay the same
+# (0: off)
+RECENT_MEMO_BYTES = 16 * 2**20
+
+# -- Request limits (docs/protocol.md: Limits)
+MAX_KNOWN_ORDERS = 20
+MAX_EXTRA_FIELDS = 16
+MAX_EXTRA_BYTES = 2048
+MAX_PART_ORDERS = 3
+
+# -- The polling interval (docs/protocol.md: Polling interval); per-status bases are policy
+INTERVAL_DEFAULT_MS = 5000
+INTERVAL_NO_ORDERS_MS = 30_000
+INTERVAL_MIN_MS = 1000
+INTERVAL_MAX_MS = 60_000
+# ±10 %: a fleet of apps started together (a deploy, a reconnect) spreads out
+INTERVAL_JITTER = 0.10
+# with the tag cache down clients poll half as often (the protocol's figure)
+INTERVAL_DEGRADED_FACTOR = 2.0
+
+# -- Admission (services/bff/admission.py): the cap of polls in progress is the looks the
+# process clears in ADMISSION_BUDGET_MS at the CPU a look costs (measured in windows of
+# ADMISSION_WINDOW_S; ADMISSION_LOOK_COST_MS until one is), between MIN_POLLS_IN_FLIGHT and
+# MLUTP_MAX_POLLS_IN_FLIGHT; times a share that shrinks while the event loop's smoothed lag
+# (sampled each ADMISSION_SAMPLE_S) stays above ADMISSION_LAG_TARGET_MS. docs/capacity.md
+# has the runs these were measured in.
+# a quarter of a second of queue: well inside a poll's deadlines and a client's timeout
+ADMISSION_BUDGET_MS = 250.0
+# a look's CPU until one is measured: between a plain poll's 0.22 ms and a re-ask's 1.03 ms
+# (docs/capacity.md)
+ADMISSION_LOOK_COST_MS = 0.5
+ADMISSION_WINDOW_S = 0.25
+# the cap's floor: a process whose measured look cost is inflated (a noisy neighbour's CPU)
+# still admits polls
+MIN_POLLS_IN_FLIGHT = 20
+# the lag a process under lasting overload settles at: small beside a poll's deadlines
+ADMISSION_LAG_TARGET_MS = 10.0
+ADMISSION_SAMPLE_S = 0.01
+# polls in flight past which clients are told to poll less often (or half the cap, if
+# lower), and that factor's cap
+OVERLOAD_IN_FLIGHT = 500
+OVERLOAD_MAX_FACTOR = 4.0
+# a refused poll's Retry-After: this, jittered up to twice it, so refused clients come back
+# spread out
+OVERLOAD_RETRY_AFTER_S = 2
+
+
+class ProtocolSettings(Settings):
+    """The protocol's numbers, shared by orders_state and launch: the operator's deadlines
+    and capacity (MLUTP_*), and the rest from the constants above."""
+
+    model_config = SettingsConfigDict(env_prefix="MLUTP_")
+
+    policy_path: Path = variable(DEFAULT_POLICY_PATH)
+
+    # deadlines: they depend on the operator's network and upstreams
+    source_deadline_s: float = variable(0.25, gt=0)
+    tags_deadline_s: float = variable(0.05, gt=0)
     # a part upstream call: each attempt times out after part_timeout_s; with its one retry,
     # an order's fetch ends by part_deadline_s, so a slow order never holds the others longer
-    part_timeout_s: float = Field(1.0, gt=0)
-    part_deadline_s: float = Field(2.1, gt=0)
-    # part requests of one order arriving together share its content tag read and upstream call
-    coalesce_part_fetches: bool = True
-    min_ttl_s: float = Field(2.0, ge=0)
-    degraded_min_ttl_s: float = Field(10.0, ge=0)
-    # the fetches made while the tag cache is down, kept one degraded TTL per process so
-    # that an order costs one upstream call per TTL however its parts are requested
-    degraded_memo_bytes: int = Field(64 * 2**20, ge=0)
-    # the fetches made with it up, kept one min TTL per process: a client sending part
-    # requests as fast as it can costs an order one upstream call per min TTL while its
-    # content tags stay the same (0 bytes: off)
-    recent_memo_bytes: int = Field(16 * 2**20, ge=0)
-    circuit_failures: int = Field(5, ge=1)
-    circuit_open_s: float = Field(2.0, gt=0)
-    # each upstream (sources, totw, details, taxiroute): its circuit opens after this many
-    # failed calls in a row, for this long, then lets one probe through
-    upstream_circuit_failures: int = Field(10, ge=1)
-    upstream_circuit_open_s: float = Field(2.0, gt=0)
-    # retries at most this share of an upstream's calls in the last 10 s (Envoy's budget),
-    # and at least retry_budget_min of them
-    retry_budget_ratio: float = Field(0.2, ge=0, le=1)
-    retry_budget_min: int = Field(3, ge=0)
-    max_known_orders: int = Field(20, ge=1)
-    max_extra_fields: int = Field(16, ge=0)
-    max_extra_bytes: int = Field(2048, ge=0)
-    max_part_orders: int = Field(3, ge=1)
-    interval_default_ms: int = Field(5000, gt=0)
-    interval_no_orders_ms: int = Field(30_000, gt=0)
-    interval_min_ms: int = Field(1000, gt=0)
-    interval_max_ms: int = Field(60_000, gt=0)
-    interval_jitter: float = Field(0.10, ge=0, lt=1)
-    # polls in flight past which clients are told to poll less often (or half the cap of
-    # polls in progress, if lower)
-    overload_in_flight: int = Field(500, ge=1)
-    overload_max_factor: float = Field(4.0, ge=1)
-    # the cap of polls in progress (past it a poll is a 503 with Retry-After at once) is the
-    # looks the process clears in admission_budget_ms, at the CPU a look costs (measured in
-    # windows of admission_window_s; admission_look_cost_ms until one is), between these
-    # bounds (a floor above the ceiling is the ceiling); times a share that shrinks while the
-    # event loop's smoothed lag (sampled each admission_sample_s) stays above
-    # admission_lag_target_ms and grows back below it, so a lasting lag settles at the target:
-    # lasting overload, where reading and refusing requests take their share of the loop
-    max_polls_in_flight: int = Field(2000, ge=1)
-    min_polls_in_flight: int = Field(20, ge=1)
-    admission_budget_ms: float = Field(250.0, gt=0)
-    admission_look_cost_ms: float = Field(0.5, gt=0)
-    admission_window_s: float = Field(0.25, gt=0, le=10)
-    # the tag reads of polls that reach them in the same turn of the event loop go to
-    # order_tags as one call (up to its limits per call); off only to measure what it saves
-    join_tag_reads: bool = True
-    # joined tag reads out at once: the reads that come while this many are out go together
-    # in one call when one ends, or at once when they fill a call (0: no limit)
-    tag_reads_in_flight: int = Field(2, ge=0)
-    # a part-filled joined read goes out no sooner than this after its first read, so that
-    # polls spread in time (waiting polls, whose waits end at random) share calls too
-    tag_reads_gather_ms: float = Field(2.0, ge=0, le=20)
-    admission_lag_target_ms: float = Field(10.0, gt=0)
-    admission_sample_s: float = Field(0.01, gt=0, le=1)
-    overload_retry_after_s: int = Field(2, ge=1)
-    # force honoured at most this often per order per minute (per process); beyond: absent
-    force_per_order_per_minute: int = Field(6, ge=0)
-    # off: every source is asked on every poll, whatever the policy's list_tags say (an
-    # operator's switch, e.g. while a source is known not to bump its list tags)
+    part_timeout_s: float = variable(1.0, gt=0)
+    part_deadline_s: float = variable(2.1, gt=0)
+
+    # capacity: the ceiling of the cap of polls in progress in one process (past it a poll
+    # is a 503 with Retry-After at once); the cap itself follows the CPU a look costs
+    max_polls_in_flight: int = variable(2000, ge=1)
+
+    # the tag cache and freshness
+    min_ttl_s: float = Field(MIN_TTL_S, ge=0)
+    degraded_min_ttl_s: float = Field(DEGRADED_MIN_TTL_S, ge=0)
+    circuit_failures: int = Field(TAG_CACHE_CIRCUIT_FAILURES, ge=1)
+    circuit_open_s: float = Field(TAG_CACHE_CIRCUIT_OPEN_S, gt=0)
+    # off: every source is asked on every poll (the policy's list_tags per service is the
+    # operator's switch; this one measures what list tags save)
     list_tags: bool = True
-    # a source's kept answer stands for it this long at most (docs/protocol.md: List tags)
-    list_max_age_s: float = Field(120.0, gt=0, le=300)
-    # a known order its source does not list yet stays (stale) this long after its tags
-    # were made (docs/protocol.md: A just-created order the source does not list yet)
-    created_grace_s: float = Field(10.0, ge=0, le=300)
+    list_max_age_s: float = Field(LIST_MAX_AGE_S, gt=0, le=300)
+    created_grace_s: float = Field(CREATED_GRACE_S, ge=0, le=300)
+    force_per_order_per_minute: int = Field(FORCE_PER_ORDER_PER_MINUTE, ge=0)
+
+    # joined tag reads (0 in flight: no limit; 0 ms: the next turn)
+    join_tag_reads: bool = JOIN_TAG_READS
+    tag_reads_in_flight: int = Field(TAG_READS_IN_FLIGHT, ge=0)
+    tag_reads_gather_ms: float = Field(TAG_READS_GATHER_MS, ge=0, le=20)
+
+    # upstream calls
+    upstream_circuit_failures: int = Field(UPSTREAM_CIRCUIT_FAILURES, ge=1)
+    upstream_circuit_open_s: float = Field(UPSTREAM_CIRCUIT_OPEN_S, gt=0)
+    retry_budget_ratio: float = Field(RETRY_BUDGET_RATIO, ge=0, le=1)
+    retry_budget_min: int = Field(RETRY_BUDGET_MIN, ge=0)
+
+    # part fetches and memos
+    coalesce_part_fetches: bool = COALESCE_PART_FETCHES
+    degraded_memo_bytes: int = Field(DEGRADED_MEMO_BYTES, ge=0)
+    recent_memo_bytes: int = Field(RECENT_MEMO_BYTES, ge=0)
+
+    # request limits
+    max_known_orders: int = Field(MAX_KNOWN_ORDERS, ge=1)
+    max_extra_fields: int = Field(MAX_EXTRA_FIELDS, ge=0)
+    max_extra_bytes: int = Field(MAX_EXTRA_BYTES, ge=0)
+    max_part_orders: int = Field(MAX_PART_ORDERS, ge=1)
+
+    # the polling interval
+    interval_default_ms: int = Field(INTERVAL_DEFAULT_MS, gt=0)
+    interval_no_orders_ms: int = Field(INTERVAL_NO_ORDERS_MS, gt=0)
+    interval_min_ms: int = Field(INTERVAL_MIN_MS, gt=0)
+    interval_max_ms: int = Field(INTERVAL_MAX_MS, gt=0)
+    interval_jitter: float = Field(INTERVAL_JITTER, ge=0, lt=1)
+
+    # admission
+    min_polls_in_flight: int = Field(MIN_POLLS_IN_FLIGHT, ge=1)
+    admission_budget_ms: float = Field(ADMISSION_BUDGET_MS, gt=0)
+    admission_look_cost_ms: float = Field(ADMISSION_LOOK_COST_MS, gt=0)
+    admission_window_s: float = Field(ADMISSION_WINDOW_S, gt=0, le=10)
+    admission_lag_target_ms: float = Field(ADMISSION_LAG_TARGET_MS, gt=0)
+    admission_sample_s: float = Field(ADMISSION_SAMPLE_S, gt=0, le=1)
+    overload_in_flight: int = Field(OVERLOAD_IN_FLIGHT, ge=1)
+    overload_max_factor: float = Field(OVERLOAD_MAX_FACTOR, ge=1)
+    overload_retry_after_s: int = Field(OVERLOAD_RETRY_AFTER_S, ge=1)
 
     def protection(self, on_event: Callable[[str], None]) -> Protection:
         """A breaker and a retry budget for one upstream."""
@@ -186,6 +255,9 @@ class ProtocolSettings(BaseSettings):
             RetryBudget(self.retry_budget_ratio, self.retry_budget_min),
             on_event,
         )
+
+    def tag_cache_breaker(self) -> CircuitBreaker:
+        return CircuitBreaker(self.circuit_failures, self.circuit_open_s)
 
     def timings(self) -> TagTimings:
         return TagTimings(
@@ -205,24 +277,48 @@ class ProtocolSettings(BaseSettings):
             created_grace_ms=int(self.created_grace_s * 1000),
         )
 
-    def interval_rules(self, policy: PollingPolicy) -> IntervalRules:
-        """The per-status bases are policy (the policy file); the rest are numbers here."""
+    def interval_rules(self, policy: PollingPolicy | None = None) -> IntervalRules:
+        """The per-status bases are policy (the policy file; none without one); the rest are
+        numbers here."""
         return IntervalRules(
-            status_bases_ms=policy.interval_bases_ms(),
+            status_bases_ms=policy.interval_bases_ms() if policy is not None else {},
             default_base_ms=self.interval_default_ms,
             no_orders_ms=self.interval_no_orders_ms,
+            degraded_factor=INTERVAL_DEGRADED_FACTOR,
             jitter=self.interval_jitter,
             min_ms=self.interval_min_ms,
             max_ms=self.interval_max_ms,
         )
 
+    def limits(self) -> Limits:
+        """What a poll's known_orders may hold."""
+        return Limits(
+            max_known_orders=self.max_known_orders,
+            max_extra_fields=self.max_extra_fields,
+            max_extra_bytes=self.max_extra_bytes,
+        )
+
+    def degraded_memo(self) -> FetchMemo:
+        return FetchMemo(
+            ttl_ms=self.timings().degraded_min_ttl_ms, max_bytes=self.degraded_memo_bytes
+        )
+
+    def recent_memo(self) -> FetchMemo:
+        return FetchMemo(ttl_ms=self.timings().min_ttl_ms, max_bytes=self.recent_memo_bytes)
+
+    def budget_limit(self) -> BudgetLimit:
+        """The admission cap's bounds and what moves it."""
+        return BudgetLimit(
+            min_limit=self.min_polls_in_flight,
+            max_limit=self.max_polls_in_flight,
+            budget_ms=self.admission_budget_ms,
+            look_cost_ms=self.admission_look_cost_ms,
+            lag_target_ms=self.admission_lag_target_ms,
+        )
+
 
 class BffSettings(ServiceSettings):
-    order_tags_url: str = Field(
-        DEFAULT_ORDER_TAGS_URL, validation_alias=AliasChoices("ORDER_TAGS_URL", "order_tags_url")
-    )
-    service_token: SecretStr = Field(
-        validation_alias=AliasChoices("MLUTP_SERVICE_TOKEN", "service_token"), min_length=1
-    )
+    order_tags_url: str = variable(DEFAULT_ORDER_TAGS_URL, env="ORDER_TAGS_URL")
+    service_token: SecretStr = variable(env="MLUTP_SERVICE_TOKEN", min_length=1)
     upstreams: UpstreamSettings = Field(default_factory=UpstreamSettings)
     protocol: ProtocolSettings = Field(default_factory=ProtocolSettings)

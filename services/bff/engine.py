@@ -77,13 +77,13 @@ class LookResult:
 class EngineConfig:
     timings: TagTimings
     interval: IntervalRules
-    force_per_order_per_minute: int = 6
+    force_per_order_per_minute: int
     # sources whose policy says list_tags are answered from kept answers (off: always asked)
-    list_tags: bool = True
+    list_tags: bool
     # a kept source answer stands for the source this long at most
-    list_max_age_ms: int = 120_000
+    list_max_age_ms: int
     # a known order its source does not list stays (stale) this long after its tags were made
-    created_grace_ms: int = 10_000
+    created_grace_ms: int
 
 
 def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.wire import PartFields
-
 
 class FieldCut:
     """Cuts a part's fields out of an upstream document without building the rest of it:
@@ -21,10 +19,10 @@ class FieldCut:
         )
         self._decoder = msgspec.json.Decoder(document_type)
 
-    def cut(self, body: bytes) -> PartFields:
+    def cut(self, body: bytes) -> dict[str, msgspec.Raw]:
         """The fields present in the document; raises msgspec.DecodeError on garbage."""
         document = self._decoder.decode(body)
-        present: PartFields = {}
+        present = {}
         for attribute, name in self._pairs:
             value = getattr(document, attribute)
             if value is not msgspec.UNSET:

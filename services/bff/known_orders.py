@@ -18,9 +18,11 @@ from shared.wire import SERVICE_NAME_PATTERN, OrderKey
 
 @dataclass(frozen=True)
 class Limits:
-    max_known_orders: int = 20
-    max_extra_fields: int = 16
-    max_extra_bytes: int = 2048
+    """Built from the settings (ProtocolSettings.limits)."""
+
+    max_known_orders: int
+    max_extra_fields: int
+    max_extra_bytes: int
 
 
 @dataclass(frozen=True)

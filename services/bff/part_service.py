@@ -25,7 +25,7 @@ from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, upstream_content_tags
-from shared.wire import OrderKey, PartData
+from shared.wire import OrderKey
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,9 @@ class PartService:
         metrics: BffMetrics,
         sources: Mapping[str, OrderSource],
         *,
-        coalesce: bool = True,
-        degraded_memo: FetchMemo | None = None,
-        recent_memo: FetchMemo | None = None,
+        coalesce: bool,
+        degraded_memo: FetchMemo,
+        recent_memo: FetchMemo,
     ) -> None:
         self.policy = policy
         self.tag_cache = tag_cache
@@ -88,16 +88,9 @@ class PartService:
         self.metrics = metrics
         self.coalesce = coalesce
         # while the tag cache is down: one upstream call per order per degraded TTL
-        # (`is None`, not `or`: an empty memo is falsy, and a configured one must be kept)
-        self.degraded_memo = (
-            FetchMemo(ttl_ms=10_000, max_bytes=64 * 2**20)
-            if degraded_memo is None
-            else degraded_memo
-        )
+        self.degraded_memo = degraded_memo
         # with it up: one per order per min TTL while the order's content tags stay the same
-        self.recent_memo = (
-            FetchMemo(ttl_ms=2_000, max_bytes=16 * 2**20) if recent_memo is None else recent_memo
-        )
+        self.recent_memo = recent_memo
         self._in_flight: dict[FetchKey, OrderFetch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = {
@@ -113,7 +106,7 @@ class PartService:
         issued_ms: int,
         *,
         degraded: bool = False,
-    ) -> PartData:
+    ) -> dict[str, Any]:
         """Exactly the rule's fields the upstream returned (an absent one means "delete it"),
         plus the new tag; or the order's error."""
         if fetched.body is not None:
@@ -148,7 +141,7 @@ class PartService:
         orders: Sequence[RequestedOrder],
         other_fields: Mapping[str, Any],
         caller: Caller,
-    ) -> list[PartData]:
+    ) -> list[dict[str, Any]]:
         """Each order's fetch is its content tags, then its upstream call; one that is
         already running for the same order, user and request is joined instead of repeated,
         so a client fetching several parts of an order at once costs the upstream one call."""
@@ -266,7 +259,7 @@ class PartService:
 
     async def fetch_route(
         self, endpoint: PartEndpoint, body: dict[str, Any], caller: Caller
-    ) -> PartData:
+    ) -> dict[str, Any]:
         """The route part: taxiroute proxied for one order. It has no content tag (the
         client polls it by its own route rules), so its tag's content is unknown."""
         self.count_request(endpoint)

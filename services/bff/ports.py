@@ -12,15 +12,7 @@ from typing import Any, Protocol
 
 from services.bff.poll import Caller
 from shared.upstream_wire import SourceKnownOrder, SourceResponse
-from shared.wire import (
-    ForcedOrder,
-    KeptAnswerOut,
-    ListKey,
-    OrderKey,
-    OrderParts,
-    PartData,
-    TagsGetResponse,
-)
+from shared.wire import ForcedOrder, KeptAnswerOut, ListKey, OrderKey, OrderParts, TagsGetResponse
 
 
 class FetchOutcome(StrEnum):
@@ -37,7 +29,7 @@ class Fetched:
     body: bytes | None = None
 
 
-def error_part(orderid: str, outcome: FetchOutcome) -> PartData:
+def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
     return {"orderid": orderid, "error": {"update_status": outcome.value}}
 
 

@@ -25,7 +25,6 @@ from aiohttp import web
 from services.bff.admission import Admission
 from services.bff.config import LEGACY_PART_TYPE, BffSettings
 from services.bff.engine import OrdersStateEngine
-from services.bff.fetch_memo import FetchMemo
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
 from services.bff.part_service import PartService
@@ -36,8 +35,6 @@ from services.bff.upstreams import OrderSourceClient, PartUpstreamClient
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
-from shared.protocol.admission import BudgetLimit
-from shared.protocol.circuit import CircuitBreaker
 from shared.web import METRICS, CleanupContext, needs
 
 POLICY = web.AppKey("policy", PollingPolicy)
@@ -78,11 +75,7 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
                 max_in_flight=protocol.tag_reads_in_flight,
                 gather_s=protocol.tag_reads_gather_ms / 1000,
             )
-        app[TAG_CACHE] = TagCache(
-            store,
-            CircuitBreaker(protocol.circuit_failures, protocol.circuit_open_s),
-            app[BFF_METRICS],
-        )
+        app[TAG_CACHE] = TagCache(store, protocol.tag_cache_breaker(), app[BFF_METRICS])
         yield
         if joined is not None:
             await joined.close()
@@ -128,13 +121,7 @@ def admission_ctx(settings: BffSettings) -> CleanupContext:
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         admission = app[ADMISSION] = Admission(
-            BudgetLimit(
-                min_limit=protocol.min_polls_in_flight,
-                max_limit=protocol.max_polls_in_flight,
-                budget_ms=protocol.admission_budget_ms,
-                look_cost_ms=protocol.admission_look_cost_ms,
-                lag_target_ms=protocol.admission_lag_target_ms,
-            ),
+            protocol.budget_limit(),
             overload_in_flight=protocol.overload_in_flight,
             overload_max_factor=protocol.overload_max_factor,
             retry_after_base_s=protocol.overload_retry_after_s,
@@ -204,14 +191,8 @@ def parts_ctx(settings: BffSettings) -> CleanupContext:
             app[BFF_METRICS],
             needs(app, SOURCES, "the part service"),
             coalesce=protocol.coalesce_part_fetches,
-            degraded_memo=FetchMemo(
-                ttl_ms=protocol.timings().degraded_min_ttl_ms,
-                max_bytes=protocol.degraded_memo_bytes,
-            ),
-            recent_memo=FetchMemo(
-                ttl_ms=protocol.timings().min_ttl_ms,
-                max_bytes=protocol.recent_memo_bytes,
-            ),
+            degraded_memo=protocol.degraded_memo(),
+            recent_memo=protocol.recent_memo(),
         )
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
@@ -223,14 +204,9 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
     """Load and check the policy now (a bad one stops start-up); open the clients on
     startup, in the order they need each other."""
     policy = load_bff_policy(settings)
-    protocol = settings.protocol
     app[POLICY] = policy
     app[BFF_METRICS] = BffMetrics(app[METRICS].registry)
-    app[LIMITS] = Limits(
-        max_known_orders=protocol.max_known_orders,
-        max_extra_fields=protocol.max_extra_fields,
-        max_extra_bytes=protocol.max_extra_bytes,
-    )
+    app[LIMITS] = settings.protocol.limits()
     app.cleanup_ctx.extend(
         [
             http_session_ctx,

@@ -74,7 +74,7 @@ class JoinedTagReads:
     """A TagStore whose reads of one turn of the loop go out as one call; its other calls pass
     through. A failed call fails every read joined in it, as each would have failed alone."""
 
-    def __init__(self, store: TagStore, *, max_in_flight: int = 0, gather_s: float = 0.0) -> None:
+    def __init__(self, store: TagStore, *, max_in_flight: int, gather_s: float) -> None:
         self.store = store
         # a part-filled batch goes out no sooner than this after its first read: the reads
         # of that time join it (0: the next turn of the loop)

@@ -1,61 +1,58 @@
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from services.bff.config import BffSettings
-from shared.config import DEFAULT_PORTS, RedisSettings
+from services.orders_state.waiting.polls import WaitingConfig
+from shared.config import DEFAULT_PORTS, RedisSettings, variable
+
+# -- Waiting polls (services/orders_state/waiting)
+# waiting polls of one user held at once (its devices, its app's tabs); past it that user's
+# polls answer at once, interval grown, so one user cannot take the whole cap
+MAX_WAITING_PER_USER = 8
+# a channel no poll waits on stays subscribed this long: the client's next poll (an
+# interval later, 5 s for most statuses) waits on the same orders right away
+WAKEUP_LINGER_S = 5.0
+# after a wake-up a waiting poll looks again this much later, so a burst of writes to one
+# order is one answer. Off: with the emulator's change profile 0.1 s left heavy calls per
+# change as they were (1.11) and cost 0.1 s of freshness (docs/loadtest-results.md)
+WAKEUP_SETTLE_S = 0.0
+# how long a poll may take to subscribe to its orders' channels before it answers at once
+# (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
+# burst of polls the confirmations queue behind the process's own event loop
+WAKEUP_SUBSCRIBE_DEADLINE_S = 0.5
+# an idle pub/sub connection sends a PING this often: a Redis `timeout` (common on managed
+# Redis) never closes it, and one that stopped answering is dropped and made again after
+# two periods of silence
+WAKEUP_KEEPALIVE_S = 5.0
+# past the cap of waiting polls, the interval given grows by this much (load shedding)
+WAITING_SHED_FACTOR = 2.0
 
 
 class OrdersStateSettings(BffSettings):
     model_config = SettingsConfigDict(env_prefix="ORDERS_STATE_")
 
-    port: int = DEFAULT_PORTS["orders_state"]
+    port: int = variable(DEFAULT_PORTS["orders_state"])
     # the Redis order_tags writes to (REDIS_URL or REDIS_CLUSTER_NODES), for the wake-ups of
     # waiting polls; with neither, polls never wait (an embedded Redis of its own would never
     # hear a tag write)
     redis: RedisSettings = Field(default_factory=RedisSettings)
-    # waiting polls one process holds at most; past it polls answer at once, interval grown
-    max_waiting: int = Field(
-        10_000, ge=0, validation_alias=AliasChoices("MLUTP_MAX_WAITING", "max_waiting")
-    )
-    # waiting polls of one user held at once (its devices, its app's tabs); past it that
-    # user's polls answer at once, interval grown, so one user cannot take the whole cap
-    max_waiting_per_user: int = Field(
-        8,
-        ge=1,
-        validation_alias=AliasChoices("MLUTP_MAX_WAITING_PER_USER", "max_waiting_per_user"),
-    )
-    # a channel no poll waits on stays subscribed this long: the client's next poll waits on
-    # the same orders right away
-    wakeup_linger_s: float = Field(
-        5.0, ge=0, validation_alias=AliasChoices("MLUTP_WAKEUP_LINGER_S", "wakeup_linger_s")
-    )
-    # after a wake-up a waiting poll looks again this much later, so a burst of writes to one
-    # order is one answer and one round of part fetches, not one per write. Off by default:
-    # with the emulator's change profile 0.1 s left heavy calls per change as they were
-    # (1.11) and cost 0.1 s of freshness (docs/loadtest-results.md)
-    wakeup_settle_s: float = Field(
-        0.0,
-        ge=0,
-        le=5,
-        validation_alias=AliasChoices("MLUTP_WAKEUP_SETTLE_S", "wakeup_settle_s"),
-    )
-    # how long a poll may take to subscribe to its orders' channels before it answers at once
-    # (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
-    # burst of polls the confirmations queue behind the process's own event loop
-    wakeup_subscribe_deadline_s: float = Field(
-        0.5,
-        gt=0,
-        validation_alias=AliasChoices(
-            "MLUTP_WAKEUP_SUBSCRIBE_DEADLINE_S", "wakeup_subscribe_deadline_s"
-        ),
-    )
-    # an idle pub/sub connection sends a PING this often: a Redis `timeout` (common on managed
-    # Redis) never closes it, and one that stopped answering is dropped and made again after
-    # two periods of silence
-    wakeup_keepalive_s: float = Field(
-        5.0,
-        gt=0,
-        validation_alias=AliasChoices("MLUTP_WAKEUP_KEEPALIVE_S", "wakeup_keepalive_s"),
-    )
+    # waiting polls one process holds at most (about 25 KB of memory each); past it polls
+    # answer at once, interval grown
+    max_waiting: int = variable(10_000, env="MLUTP_MAX_WAITING", ge=0)
+    max_waiting_per_user: int = Field(MAX_WAITING_PER_USER, ge=1)
+    wakeup_linger_s: float = Field(WAKEUP_LINGER_S, ge=0)
+    wakeup_settle_s: float = Field(WAKEUP_SETTLE_S, ge=0, le=5)
+    wakeup_subscribe_deadline_s: float = Field(WAKEUP_SUBSCRIBE_DEADLINE_S, gt=0)
+    wakeup_keepalive_s: float = Field(WAKEUP_KEEPALIVE_S, gt=0)
+
+    def waiting_config(self) -> WaitingConfig:
+        return WaitingConfig(
+            max_waiting=self.max_waiting,
+            max_waiting_per_user=self.max_waiting_per_user,
+            subscribe_deadline_s=self.wakeup_subscribe_deadline_s,
+            wakeup_settle_s=self.wakeup_settle_s,
+            shed_factor=WAITING_SHED_FACTOR,
+            interval_max_ms=self.protocol.interval_max_ms,
+        )

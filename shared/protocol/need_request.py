@@ -11,10 +11,12 @@ from shared.protocol.tags import ClientTag, created_at_ms, valid_tag
 
 @dataclass(frozen=True)
 class TagTimings:
+    """Built from the settings (ProtocolSettings.timings)."""
+
     # stops a part that changes many times a second from being refetched on every poll
-    min_ttl_ms: int = 2_000
+    min_ttl_ms: int
     # with the tag cache down: at most one fetch per order and part this often
-    degraded_min_ttl_ms: int = 10_000
+    degraded_min_ttl_ms: int
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from client.client import MlutpClient
 from client.model import ClientOptions
 from devtools.stack import STACK, Stack
 from shared.redis import tags_key
-from tests.stack_api import UID, emulator_post, metric, stack_env, totw_fields
+from tests.stack_api import UID, emulator_post, metric, stack_env, stack_settings, totw_fields
 
 REPLICAS = 2
 
@@ -29,14 +29,12 @@ REPLICAS = 2
 async def stack() -> AsyncIterator[Stack]:
     # generous sockets: a loaded CI machine must not make a shard look down
     env = stack_env(
-        REDIS_SOCKET_TIMEOUT_S="1",
-        REDIS_CONNECT_TIMEOUT_S="1",
-        REDIS_COMMAND_DEADLINE_S="2",
-        MLUTP_TAGS_DEADLINE_S="1",
-        MLUTP_SOURCE_DEADLINE_S="1",
+        REDIS_COMMAND_DEADLINE_S="2", MLUTP_TAGS_DEADLINE_S="1", MLUTP_SOURCE_DEADLINE_S="1"
     )
+    sockets = {"redis": {"socket_timeout_s": 1, "connect_timeout_s": 1}}
+    settings = stack_settings(orders_state=sockets, launch=sockets, order_tags=sockets)
     services = [s for s in STACK if s.name != "demo"]
-    stack = Stack(env, services, replicas=REPLICAS, redis_cluster_masters=3)
+    stack = Stack(env, services, replicas=REPLICAS, redis_cluster_masters=3, settings=settings)
     try:
         await stack.start(ready_timeout_s=60)
         yield stack

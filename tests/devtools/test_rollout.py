@@ -21,7 +21,7 @@ from client.model import ClientOptions
 from devtools.rollout import rollout_policy_files
 from devtools.stack import STACK, Stack
 from shared.policy import parse_policy
-from tests.stack_api import emulator_post, metric, samples, stack_env, totw_fields
+from tests.stack_api import emulator_post, metric, samples, stack_env, stack_settings, totw_fields
 
 FILES = rollout_policy_files()
 VERSIONS = {name: parse_policy(data).version("taxi") for name, data in FILES.items()}
@@ -54,7 +54,11 @@ async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     env = stack_env(MLUTP_POLICY_PATH=str(paths[first]))
     services = [s for s in STACK if s.name != "demo"]
     stack = Stack(
-        env, services, replicas=2, replica_env={1: {"MLUTP_POLICY_PATH": str(paths[second])}}
+        env,
+        services,
+        replicas=2,
+        replica_env={1: {"MLUTP_POLICY_PATH": str(paths[second])}},
+        settings=stack_settings(),
     )
     try:
         await stack.start(ready_timeout_s=60)

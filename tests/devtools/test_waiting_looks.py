@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 
 from benchmarks.users import caught_up_users
 from devtools.stack import STACK, Stack
-from tests.stack_api import UID, metric, stack_env
+from tests.stack_api import UID, metric, stack_env, stack_settings
 
 USERS = 5
 WAITS = 6
@@ -23,7 +23,7 @@ WAITS = 6
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
     services = [s for s in STACK if s.name in ("order_tags", "emulator", "orders_state")]
-    stack = Stack(stack_env(EMULATOR_DRIVER_ENABLED="false"), services)
+    stack = Stack(stack_env(EMULATOR_DRIVER_ENABLED="false"), services, settings=stack_settings())
     try:
         await stack.start()
         yield stack

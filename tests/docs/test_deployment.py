@@ -17,7 +17,7 @@ from services.bff.config import ProtocolSettings
 from shared.config import ServiceSettings
 from shared.protocol.waiting import longest_poll_s
 from tests.apps import SETTINGS_CLASSES
-from tests.helpers import COMMON_ENV, env_names
+from tests.helpers import env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -69,7 +69,7 @@ def test_compose_runs_every_stack_service_with_known_variables() -> None:
         spec = services[stack_service.name]
         assert spec["command"] == ["python", "-m", stack_service.module]
         assert (ROOT / stack_service.module.replace(".", "/") / "__main__.py").exists()
-        known = env_names(SETTINGS_CLASSES[stack_service.name]) | COMMON_ENV
+        known = env_names(SETTINGS_CLASSES[stack_service.name])
         unknown = set(spec["environment"]) - known
         assert not unknown, f"{stack_service.name}: variables the code does not read: {unknown}"
         port = spec["environment"][stack_service.port_env]
@@ -113,7 +113,7 @@ def test_the_scale_profile_runs_each_service_module_with_variables_it_reads() ->
     }
     for name, spec in python_services.items():
         stack_service = BY_MODULE[spec["command"][2]]
-        known = env_names(SETTINGS_CLASSES[stack_service.name]) | COMMON_ENV
+        known = env_names(SETTINGS_CLASSES[stack_service.name])
         unknown = set(spec["environment"]) - known
         assert not unknown, f"{name}: variables the code does not read: {unknown}"
         replicas = spec.get("deploy", {}).get("replicas")

@@ -17,9 +17,10 @@ import yaml
 
 from devtools.stack import STACK
 from services.bff.config import ProtocolSettings
+from shared.config import SHUTDOWN_TIMEOUT_S
 from shared.protocol.waiting import longest_poll_s
 from tests.apps import SETTINGS_CLASSES
-from tests.helpers import COMMON_ENV, env_names
+from tests.helpers import env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -132,7 +133,7 @@ def test_each_deployment_runs_its_module_with_variables_it_reads(name: str) -> N
     [container] = pod["containers"]
     assert container["command"][:2] == ["python", "-m"]
     stack_service = BY_MODULE[container["command"][2]]
-    known = env_names(SETTINGS_CLASSES[stack_service.name]) | COMMON_ENV
+    known = env_names(SETTINGS_CLASSES[stack_service.name])
     variables = {e["name"]: e for e in container["env"]}
     for source in container.get("envFrom", []):
         variables |= dict.fromkeys(config_map(resources, source["configMapRef"]["name"]))
@@ -157,9 +158,7 @@ def test_a_pod_drains_before_sigterm_and_gets_time_to_finish(name: str) -> None:
     command = container["lifecycle"]["preStop"]["exec"]["command"]
     assert command[0] == "sleep"
     drain_s = float(command[1])
-    variables = {e["name"]: e.get("value") for e in container["env"]}
-    in_flight_s = float(next(v for k, v in variables.items() if k.endswith("_SHUTDOWN_TIMEOUT_S")))
-    needed_s = drain_s + in_flight_s
+    needed_s = drain_s + SHUTDOWN_TIMEOUT_S
     if name == "orders-state":
         # a poll held when SIGTERM comes is answered at once, but one that began just before
         # the drain ended may run its whole course: the longest wait and its looks

@@ -12,7 +12,7 @@ from aiohttp import web
 from services.bff.resources import ADMISSION, ENGINE
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitingConfig, WaitingPolls
+from services.orders_state.waiting.polls import WaitingPolls
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
 from services.orders_state.waiting.wakeups import TagWakeups
 from shared.redis import create_redis
@@ -46,13 +46,7 @@ def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
             engine,
             needs(app, ADMISSION, "the waiting polls"),
             wakeups,
-            WaitingConfig(
-                max_waiting=settings.max_waiting,
-                max_waiting_per_user=settings.max_waiting_per_user,
-                subscribe_deadline_s=settings.wakeup_subscribe_deadline_s,
-                wakeup_settle_s=settings.wakeup_settle_s,
-                interval_max_ms=settings.protocol.interval_max_ms,
-            ),
+            settings.waiting_config(),
             metrics,
         )
         yield

@@ -60,8 +60,8 @@ class TagWakeups:
         settings: RedisSettings,
         metrics: WaitingMetrics,
         *,
-        linger_s: float = 5.0,
-        keepalive_s: float = 5.0,
+        linger_s: float,
+        keepalive_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis

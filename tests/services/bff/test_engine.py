@@ -8,23 +8,20 @@ import dataclasses
 import random
 import time
 
-from services.bff.engine import EngineConfig, OrdersStateEngine
-from services.bff.known_orders import Limits, ParsedKnownOrder, parse_known_orders
+from services.bff.config import ProtocolSettings
+from services.bff.engine import OrdersStateEngine
+from services.bff.known_orders import ParsedKnownOrder, parse_known_orders
 from services.bff.poll import Caller, Poll
 from shared.answer import ActualOrder, StaleOrder
 from shared.policy import load_policy
-from shared.protocol.interval import IntervalRules
-from shared.protocol.need_request import TagTimings
 from shared.protocol.tags import encode_tag
 from shared.upstream_wire import SourceKnownOrder
 from shared.wire import OrderKey
 from tests.services.fakes import FakeOrderTags, FakeSource, metrics, tag_cache
 
 POLICY = load_policy()
-CONFIG = EngineConfig(
-    timings=TagTimings(min_ttl_ms=2000, degraded_min_ttl_ms=10_000),
-    interval=IntervalRules(status_bases_ms=POLICY.interval_bases_ms(), jitter=0.0),
-)
+SETTINGS = ProtocolSettings(interval_jitter=0.0)
+CONFIG = SETTINGS.engine_config(POLICY)
 T0 = "2026-01-01T10:00:00.000Z"
 T1 = "2026-01-01T10:05:00.000Z"
 
@@ -43,7 +40,7 @@ def poll(known: list[ParsedKnownOrder], services: list[str]) -> Poll:
 
 
 def known(*orders: dict) -> list:
-    return parse_known_orders(list(orders), Limits())
+    return parse_known_orders(list(orders), SETTINGS.limits())
 
 
 async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():

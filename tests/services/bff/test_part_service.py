@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from services.bff.fetch_memo import FetchMemo
+from services.bff.config import RECENT_MEMO_BYTES, ProtocolSettings
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from services.bff.poll import Caller
@@ -32,6 +32,7 @@ def service(
 ) -> PartService:
     # the slow part's own upstream (orderperformerinfo), the rest's totw
     upstreams = {"totw": upstream, "orderperformerinfo": performer or GatedUpstream([])}
+    settings = ProtocolSettings(recent_memo_bytes=RECENT_MEMO_BYTES if remember_recent else 0)
     return PartService(
         POLICY,
         tag_cache(tags),
@@ -39,7 +40,8 @@ def service(
         metrics(),
         {},  # no route requests here: no order source
         coalesce=coalesce,
-        recent_memo=FetchMemo(ttl_ms=2_000, max_bytes=2**20 if remember_recent else 0),
+        degraded_memo=settings.degraded_memo(),
+        recent_memo=settings.recent_memo(),
     )
 
 

@@ -81,7 +81,7 @@ def poll_of(user: str, orders: int) -> tuple[list[OrderKey], list[ListKey]]:
 
 async def test_reads_of_one_turn_go_as_one_call_and_each_gets_its_own_answer():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     polls = {f"u{index}": poll_of(f"u{index}", index % 3 + 1) for index in range(6)}
     answers = await asyncio.gather(
         *(
@@ -113,7 +113,7 @@ async def test_reads_of_one_turn_go_as_one_call_and_each_gets_its_own_answer():
 
 async def test_no_call_passes_the_limits_of_one_order_tags_request():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     # 30 polls of 7 orders and 2 lists each: 14 of them fill a call's 100 orders, 8 its lists
     polls = [poll_of(f"u{index}", 7) for index in range(30)]
     answers = await asyncio.gather(*(joined.read(orders, lists) for orders, lists in polls))
@@ -125,7 +125,7 @@ async def test_no_call_passes_the_limits_of_one_order_tags_request():
 
 async def test_reads_of_different_turns_are_not_held_for_each_other():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     for index in range(3):
         orders, lists = poll_of(f"u{index}", 1)
         await joined.read(orders, lists)
@@ -134,7 +134,7 @@ async def test_reads_of_different_turns_are_not_held_for_each_other():
 
 async def test_a_failed_call_fails_every_read_joined_in_it_and_no_later_one():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     store.down = True
     failed = await asyncio.gather(
         *(joined.read(*poll_of(f"u{index}", 2)) for index in range(5)), return_exceptions=True
@@ -147,7 +147,7 @@ async def test_a_failed_call_fails_every_read_joined_in_it_and_no_later_one():
 
 async def test_a_read_given_up_on_leaves_the_others_answered():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     gone = asyncio.create_task(joined.read(*poll_of("gone", 2)))
     staying = asyncio.create_task(joined.read(*poll_of("staying", 2)))
     await asyncio.sleep(0)  # both joined the turn's call
@@ -191,7 +191,7 @@ class HeldStore(EchoStore):
 
 async def test_reads_that_come_while_calls_are_out_go_together_when_one_ends():
     store = HeldStore()
-    joined = JoinedTagReads(store, max_in_flight=1)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=1, gather_s=0.0)  # type: ignore[arg-type]
     first = asyncio.create_task(joined.read(*poll_of("first", 1)))
     async with store.called:
         await store.called.wait_for(lambda: store.out == 1)
@@ -212,7 +212,7 @@ async def test_reads_that_come_while_calls_are_out_go_together_when_one_ends():
 
 async def test_reads_that_fill_a_call_go_at_once_however_many_calls_are_out():
     store = HeldStore()
-    joined = JoinedTagReads(store, max_in_flight=1)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=1, gather_s=0.0)  # type: ignore[arg-type]
     first = asyncio.create_task(joined.read(*poll_of("first", 1)))
     async with store.called:
         await store.called.wait_for(lambda: store.out == 1)
@@ -237,7 +237,7 @@ def answers_of(user: str, size: int = 100) -> list[KeptAnswerOut]:
 
 async def test_answers_kept_in_one_turn_go_as_one_call_within_its_limits():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     # 7 polls of 3 answers: 21, in calls of at most 16
     await asyncio.gather(*(joined.keep_answers(answers_of(f"u{i}")) for i in range(7)))
     assert [len(call) for call in store.keeps] == [16, 5]
@@ -254,7 +254,7 @@ async def test_answers_kept_in_one_turn_go_as_one_call_within_its_limits():
 
 async def test_a_failed_keep_call_fails_every_keep_joined_in_it():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     store.down = True
     failed = await asyncio.gather(
         *(joined.keep_answers(answers_of(f"u{i}")) for i in range(3)), return_exceptions=True
@@ -268,7 +268,7 @@ async def test_a_failed_keep_call_fails_every_keep_joined_in_it():
 
 async def test_one_answer_order_tags_refuses_does_not_cost_the_others_their_keep():
     store = EchoStore()
-    joined = JoinedTagReads(store)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.0)  # type: ignore[arg-type]
     store.refuse_user = "u1"
     results = await asyncio.gather(
         *(joined.keep_answers(answers_of(f"u{i}")) for i in range(3)), return_exceptions=True
@@ -283,7 +283,7 @@ async def test_one_answer_order_tags_refuses_does_not_cost_the_others_their_keep
 
 async def test_reads_of_different_turns_within_the_gather_time_go_as_one_call():
     store = EchoStore()
-    joined = JoinedTagReads(store, gather_s=0.05)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.05)  # type: ignore[arg-type]
     reads = []
     for index in range(4):
         reads.append(asyncio.create_task(joined.read(*poll_of(f"u{index}", 1))))
@@ -299,7 +299,7 @@ async def test_reads_of_different_turns_within_the_gather_time_go_as_one_call():
 
 async def test_closing_sends_a_read_still_gathering_and_answers_it():
     store = EchoStore()
-    joined = JoinedTagReads(store, gather_s=60.0)  # type: ignore[arg-type]
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=60.0)  # type: ignore[arg-type]
     read = asyncio.create_task(joined.read(*poll_of("last", 1)))
     await asyncio.sleep(0)  # joined a batch that gathers for a minute
     await asyncio.wait_for(joined.close(), timeout=5)

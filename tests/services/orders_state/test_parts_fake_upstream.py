@@ -54,7 +54,7 @@ async def state(
     )
     kwargs["upstreams"] = UpstreamSettings(
         emulator_url=str(emulator_server.make_url("")),
-        totw_url=str(fake_upstream.make_url("/3.0/taxiontheway")),
+        part_upstream_urls={"totw": str(fake_upstream.make_url("/3.0/taxiontheway"))},
     )
     return await aiohttp_client(create_app(OrdersStateSettings(**kwargs)))
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from services.bff.config import ProtocolSettings
 from shared.policy import load_policy
-from shared.protocol.interval import IntervalRules, overload_factor, polling_interval_ms
+from shared.protocol.interval import overload_factor, polling_interval_ms
 
 # the per-status bases of the policy file
-NO_JITTER = IntervalRules(status_bases_ms=load_policy().interval_bases_ms(), jitter=0.0)
+NO_JITTER = ProtocolSettings(interval_jitter=0.0).interval_rules(load_policy())
 
 
 def interval(orders, *, degraded=False, overload=1.0, rules=NO_JITTER, seed=0) -> int:  # type: ignore[no-untyped-def]
@@ -44,7 +45,7 @@ def test_overload_raises_it_further():
 
 
 def test_it_is_clamped_to_1_to_60_s():
-    rules = IntervalRules(jitter=0.0, status_bases_ms={"taxi:x": 10})
+    rules = replace(NO_JITTER, status_bases_ms={"taxi:x": 10})
     assert interval([("taxi", "x")], rules=rules) == 1000
     assert interval([("eats", "cooking")], degraded=True, overload=4.0) == 60000
 

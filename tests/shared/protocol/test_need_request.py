@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from services.bff.config import ProtocolSettings
 from shared.policy import PartRule, PollingType, load_policy
 from shared.protocol.need_request import (
     CACHE_UP,
     CacheState,
-    TagTimings,
     decide_parts,
     part_due_at_ms,
     part_needed,
@@ -22,7 +22,7 @@ from shared.protocol.tags import (
     refetch_phase,
 )
 
-T = TagTimings(min_ttl_ms=2_000, degraded_min_ttl_ms=10_000)
+T = ProtocolSettings().timings()
 NOW = 1_800_000_000_000
 V = "646d451553"
 
