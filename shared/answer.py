@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from shared.protocol.allowed_changes import ChangeCapability
-from shared.wire import OrderKey
+from shared.wire import OrderKey, PartData
 
 
 class ActualOrder(msgspec.Struct, tag_field="update_status", tag="actual", omit_defaults=True):
@@ -33,7 +33,7 @@ class ActualOrder(msgspec.Struct, tag_field="update_status", tag="actual", omit_
     # its service is down, stays where it is
     created_at: str = ""
     # launch with extended order info: the required parts fetched inline, with their tags
-    parts: dict[str, dict[str, Any]] | None = None
+    parts: dict[str, PartData] | None = None
     # the source's brief fields: on the wire, fields of the order object
     brief: dict[str, Any] = {}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from itertools import accumulate
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
 
@@ -45,6 +45,13 @@ FORWARDED_TEXT = re.compile(r"[\t\x20-\x7e]{0,1024}")
 MAX_PARTS = 32
 MAX_BATCH = 100
 MAX_FORCE_PER_MINUTE = 1000
+
+# One order's part as a part endpoint answers it (docs/protocol.md: Part endpoints): its
+# orderid, new tag and the rule's fields the upstream returned, or its orderid and an error.
+# The fields are the upstream's, named by the policy: a JSON object, not a struct
+PartData: TypeAlias = dict[str, Any]
+# the rule's fields of an upstream document, cut out and left undecoded (services.bff.field_cut)
+PartFields: TypeAlias = dict[str, msgspec.Raw]
 
 
 class Error(msgspec.Struct):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from shared.wire import PartFields
+
 
 class FieldCut:
     """Cuts a part's fields out of an upstream document without building the rest of it:
@@ -19,10 +21,10 @@ class FieldCut:
         )
         self._decoder = msgspec.json.Decoder(document_type)
 
-    def cut(self, body: bytes) -> dict[str, msgspec.Raw]:
+    def cut(self, body: bytes) -> PartFields:
         """The fields present in the document; raises msgspec.DecodeError on garbage."""
         document = self._decoder.decode(body)
-        present = {}
+        present: PartFields = {}
         for attribute, name in self._pairs:
             value = getattr(document, attribute)
             if value is not msgspec.UNSET:

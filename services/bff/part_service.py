@@ -25,7 +25,7 @@ from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
 from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, upstream_content_tags
-from shared.wire import OrderKey
+from shared.wire import OrderKey, PartData
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class PartService:
         issued_ms: int,
         *,
         degraded: bool = False,
-    ) -> dict[str, Any]:
+    ) -> PartData:
         """Exactly the rule's fields the upstream returned (an absent one means "delete it"),
         plus the new tag; or the order's error."""
         if fetched.body is not None:
@@ -141,7 +141,7 @@ class PartService:
         orders: Sequence[RequestedOrder],
         other_fields: Mapping[str, Any],
         caller: Caller,
-    ) -> list[dict[str, Any]]:
+    ) -> list[PartData]:
         """Each order's fetch is its content tags, then its upstream call; one that is
         already running for the same order, user and request is joined instead of repeated,
         so a client fetching several parts of an order at once costs the upstream one call."""
@@ -259,7 +259,7 @@ class PartService:
 
     async def fetch_route(
         self, endpoint: PartEndpoint, body: dict[str, Any], caller: Caller
-    ) -> dict[str, Any]:
+    ) -> PartData:
         """The route part: taxiroute proxied for one order. It has no content tag (the
         client polls it by its own route rules), so its tag's content is unknown."""
         self.count_request(endpoint)

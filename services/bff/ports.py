@@ -12,7 +12,15 @@ from typing import Any, Protocol
 
 from services.bff.poll import Caller
 from shared.upstream_wire import SourceKnownOrder, SourceResponse
-from shared.wire import ForcedOrder, KeptAnswerOut, ListKey, OrderKey, OrderParts, TagsGetResponse
+from shared.wire import (
+    ForcedOrder,
+    KeptAnswerOut,
+    ListKey,
+    OrderKey,
+    OrderParts,
+    PartData,
+    TagsGetResponse,
+)
 
 
 class FetchOutcome(StrEnum):
@@ -29,7 +37,7 @@ class Fetched:
     body: bytes | None = None
 
 
-def error_part(orderid: str, outcome: FetchOutcome) -> dict[str, Any]:
+def error_part(orderid: str, outcome: FetchOutcome) -> PartData:
     return {"orderid": orderid, "error": {"update_status": outcome.value}}
 
 

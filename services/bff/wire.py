@@ -8,7 +8,7 @@ import msgspec
 
 from shared.protocol.allowed_changes import AllowedChange
 from shared.protocol.waiting import MAX_WAIT_MS
-from shared.wire import ClientTagText, OrderId, PartName, ServiceName
+from shared.wire import ClientTagText, OrderId, PartData, PartName, ServiceName
 
 ClientPartName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Status = Annotated[str, msgspec.Meta(max_length=64)]
@@ -99,4 +99,4 @@ class PartRequest(msgspec.Struct):
 
 
 class PartResponse(msgspec.Struct):
-    orders: list[dict[str, Any]]
+    orders: list[PartData]

@@ -14,7 +14,7 @@ from services.bff.poll import Poll
 from shared.answer import AnsweredOrder
 from shared.policy import PollingPolicy
 from shared.protocol.extended_info import inline_parts, part_parameters, parts_to_inline
-from shared.wire import OrderKey
+from shared.wire import OrderKey, PartData
 
 
 async def with_required_parts(
@@ -61,7 +61,7 @@ async def with_required_parts(
             for (service, part), orderids in wanted.items()
         )
     )
-    fetched: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    fetched: dict[tuple[str, str], dict[str, PartData]] = {}
     for (service, part), answers in zip(wanted, results, strict=True):
         for answer in answers:
             fetched.setdefault((service, answer["orderid"]), {})[part] = answer

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from shared.answer import ActualOrder, AnsweredOrder
+from shared.wire import PartData
 
 EXTENDED_ORDER_INFO = "extended_order_info"
 # what a part request of a part type carries beside its orders when the launch request says
@@ -47,7 +48,7 @@ def parts_to_inline(
     return wanted
 
 
-def inline_parts(order: AnsweredOrder, fetched: Mapping[str, Mapping[str, Any]]) -> AnsweredOrder:
+def inline_parts(order: AnsweredOrder, fetched: Mapping[str, PartData]) -> AnsweredOrder:
     """The order with its fetched parts under `parts` (the part's fields and its tag) and out
     of `need_request`. A part that failed is left out and stays needed."""
     parts = {
