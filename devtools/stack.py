@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import aiohttp
 
@@ -99,6 +99,7 @@ class Stack:
         redis_cluster_masters: int = 0,
         replica_env: Mapping[int, Mapping[str, str]] | None = None,
         settings: Mapping[str, Mapping[str, Any]] | None = None,
+        output: IO[bytes] | None = None,
     ) -> None:
         """`replicas` processes of each REPLICABLE service (the first on its `<SERVICE>_PORT`,
         the others on free ports; the other services find the first by its URL variable);
@@ -106,7 +107,8 @@ class Stack:
         of one Redis, when neither REDIS_URL nor REDIS_CLUSTER_NODES is given;
         `replica_env`: replica number → variables of those replicas only (a fleet
         mid-deploy: replica 1 on the new policy file); `settings`: service name → settings
-        no variable reaches (a test's min TTL of 0: devtools/serve.py)."""
+        no variable reaches (a test's min TTL of 0: devtools/serve.py); `output`: where the
+        services write their logs (stdout and stderr), else this process's own."""
         self.services = services
         self.env = dict(env)
         self.env.setdefault("MLUTP_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
@@ -122,6 +124,7 @@ class Stack:
         self.redis_cluster_masters = redis_cluster_masters
         self.replica_env = dict(replica_env or {})
         self.settings = dict(settings or {})
+        self.output = output
         self.redis: EmbeddedRedis | None = None
         self.redis_cluster: EmbeddedRedisCluster | None = None
         self.processes: list[tuple[StackService, asyncio.subprocess.Process]] = []
@@ -168,7 +171,11 @@ class Stack:
         self, service: StackService, env: Mapping[str, str], ready_timeout_s: float
     ) -> None:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, *self._module_args(service), env=dict(env)
+            sys.executable,
+            *self._module_args(service),
+            env=dict(env),
+            stdout=self.output,
+            stderr=self.output,
         )
         self.processes.append((service, process))
         self._envs[process.pid] = dict(env)

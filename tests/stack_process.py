@@ -40,7 +40,9 @@ class StackProcess:
 
     def __enter__(self) -> StackProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "devtools.cli", "run"],
+            # the services' logs where they went before run logs had a file: the test's stderr
+            # (dropped), not a file in the project's .mlutp/logs per test
+            [sys.executable, "-m", "devtools.cli", "run", "--logs"],
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
