@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+import demo.config as demo_config
+import emulator.config as emulator_config
+import services.bff.config as bff_config
+import services.orders_state.config as orders_state_config
+import shared.config as shared_config
 from services.bff.config import ProtocolSettings
 from services.orders_state.config import OrdersStateSettings
 from shared.config import operator_variables
@@ -93,3 +98,47 @@ def test_an_operator_variable_is_read_and_a_test_sets_the_rest_in_python(
     assert settings.max_waiting == 3
     assert settings.protocol.source_deadline_s == 0.5
     assert settings.protocol.min_ttl_s == 0
+
+
+# the development tools' own variables (dev.py, the embedded Redis, the fuzz test, compose's
+# scale profile) and a prefix named as a family
+DEV_VARIABLES = {
+    "MLUTP_VENV",
+    "MLUTP_REDIS_SERVER",
+    "MLUTP_FUZZ_EXAMPLES",
+    "MLUTP_REPLICAS",
+    "EMULATOR_DRIVER",
+}
+VARIABLE_NAME = re.compile(
+    r"\b((?:MLUTP|REDIS|ORDERS_STATE|ORDER_TAGS|LAUNCH|EMULATOR|DEMO|LOG|TOTW|TAXIROUTE"
+    r"|TAXI_ORDER|EATS_ORDER|GROCERY_ORDER|EATS_DETAILS|GROCERY_DETAILS)_[A-Z0-9_]*[A-Z0-9])\b"
+)
+
+
+def config_constants() -> set[str]:
+    """The named constants of the settings modules: a document may name those."""
+    names: set[str] = set()
+    for module in (shared_config, bff_config, orders_state_config, emulator_config, demo_config):
+        names |= {name for name in vars(module) if name.isupper()}
+    return names
+
+
+def test_no_document_or_manifest_names_a_variable_nothing_reads() -> None:
+    known = variables(tuple(SETTINGS_CLASSES)) | DEV_VARIABLES | config_constants()
+    documents = [
+        ROOT / "README.md",
+        ROOT / "compose.yaml",
+        ROOT / "Dockerfile",
+        ROOT / "openapi.yaml",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "deploy").rglob("*.yaml")),
+        *sorted((ROOT / "deploy").rglob("*.json")),
+    ]
+    for path in documents:
+        text = path.read_text()
+        if path.name == "configuration.md":
+            # its list of the variables that are gone names them on purpose
+            before, _, after = text.partition("## Variables that are gone")
+            text = before + after.partition("\n## ")[2]
+        unknown = set(VARIABLE_NAME.findall(text)) - known
+        assert not unknown, f"{path.relative_to(ROOT)} names variables nothing reads: {unknown}"
