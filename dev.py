@@ -11,6 +11,8 @@ project's dependencies); `test` adds the `dev` extra (the test tools, mypy, ruff
 that has it serves `run` as it is. The venv is (re)installed when pyproject.toml changes, and
 made anew for another Python than the one it was made with. `MLUTP_VENV=dir` puts it
 elsewhere: one venv per Python, side by side (`.ci/run` tests the newest one that way).
+The test suite runs in parallel, two pytest workers per core (`MLUTP_TEST_WORKERS=n` sets
+another number; `python3 dev.py test -n 0` runs it in one process).
 """
 
 from __future__ import annotations
@@ -89,6 +91,14 @@ def ensure_venv(command: str) -> None:
     STAMP.write_text(stamp(PYTHON, pins, todo.extras))
 
 
+def test_workers() -> int:
+    """MLUTP_TEST_WORKERS, else two per core this process may run on."""
+    if "MLUTP_TEST_WORKERS" in os.environ:
+        return int(os.environ["MLUTP_TEST_WORKERS"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 * (cores or 1)
+
+
 def main() -> None:
     # dev.py runs on whatever python3 the machine has, before any venv exists
     if sys.version_info < (3, 11):  # noqa: UP036
@@ -103,7 +113,13 @@ def main() -> None:
     call(BIN / "ruff", "check", ".")
     call(BIN / "ruff", "format", "--check", ".")
     call(BIN / "mypy")
-    call(BIN / "pytest", *rest)
+    # the suite in parallel (pytest-xdist): most of its time is spent waiting on processes,
+    # sockets and timers, so twice as many workers as cores. The tests are handed out one at a
+    # time (--maxschedchunk 1), the long ones first (tests/conftest.py): in chunks, a worker
+    # could be left with several long ones while the others idle. `-n 0` among the extra
+    # arguments runs the suite in one process
+    workers = str(test_workers())
+    call(BIN / "pytest", "-n", workers, "--dist", "load", "--maxschedchunk", "1", *rest)
     node = shutil.which("node")
     if node is None:
         print("node not found: the JS client's tests (tests/js) did not run; Node 20+ runs them")

@@ -33,18 +33,54 @@ settings.register_profile("ci", deadline=None, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
-# lines for the end of the run (the fuzz and corpus figures), shown also when output is captured
+# lines for the end of the run (the generators' times, the simulation's figures), shown also
+# when output is captured
 SUMMARY_LINES: list[str] = []
+# answers by status (the fuzz and corpus figures), added up over the run's workers
+STATUSES: dict[str, Counter[int]] = collections.defaultdict(Counter)
 
 
 def report_statuses(what: str, statuses: Counter[int]) -> None:
-    by_status = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
-    SUMMARY_LINES.append(f"{what}: {statuses.total()} ({by_status})")
+    STATUSES[what].update(statuses)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in SUMMARY_LINES:
         terminalreporter.write_line(line)
+    for what, statuses in STATUSES.items():
+        by_status = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
+        terminalreporter.write_line(f"{what}: {statuses.total()} ({by_status})")
+
+
+class WorkerSummaries:
+    """Under pytest-xdist the tests run in worker processes, and their figures with them: each
+    worker hands its figures to the controller as it ends, which shows them at the run's end."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput["mlutp_summary_lines"] = list(SUMMARY_LINES)
+            workeroutput["mlutp_statuses"] = {what: dict(n) for what, n in STATUSES.items()}
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        output = getattr(node, "workeroutput", {})
+        SUMMARY_LINES.extend(output.get("mlutp_summary_lines", []))
+        for what, statuses in output.get("mlutp_statuses", {}).items():
+            STATUSES[what].update(statuses)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the hooks of xdist's controller exist only where xdist is installed
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(WorkerSummaries(), "mlutp-worker-summaries")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In an xdist worker, whose order is the one the tests are handed out in: the long tests
+    first, so that the run's end is not one of them running alone."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

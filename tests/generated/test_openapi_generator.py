@@ -14,13 +14,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
 from shared.policy import load_policy
 from tests.conftest import SUMMARY_LINES
-from tests.generated.conftest import OPENAPI, schema_names
+from tests.generated.conftest import OPENAPI, once_per_run, schema_names
 from tests.stack_process import StackProcess
 
 TS = Path(__file__).resolve().parent / "ts"
@@ -52,15 +53,9 @@ class Generated:
     seconds: float
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Generated]:
-    """Each language generated once for the module."""
-    if shutil.which("java") is None:
-        pytest.skip(
-            "java not found: openapi-generator needs Java 17 (Debian: openjdk-17-jre-headless)"
-        )
+def generate(root: Path) -> dict[str, Any]:
+    """Each language's client, and what its run said."""
     cli = Path(sys.executable).parent / "openapi-generator-cli"
-    root = tmp_path_factory.mktemp("openapi_generator")
     made = {}
     for name, (options, _) in GENERATORS.items():
         folder = root / name
@@ -73,10 +68,24 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Generated]:
             check=False,
         )
         took = time.monotonic() - started
-        made[name] = Generated(folder, ran.returncode, ran.stdout + ran.stderr, took)
-    times = ", ".join(f"{name} {made[name].seconds:.1f} s" for name in made)
+        made[name] = {"returncode": ran.returncode, "output": ran.stdout + ran.stderr, "took": took}
+    times = ", ".join(f"{name} {made[name]['took']:.1f} s" for name in made)
     SUMMARY_LINES.append(f"openapi-generator clients: {times}")
     return made
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Generated]:
+    """Each language generated once for the run."""
+    if shutil.which("java") is None:
+        pytest.skip(
+            "java not found: openapi-generator needs Java 17 (Debian: openjdk-17-jre-headless)"
+        )
+    root, made = once_per_run(tmp_path_factory, "openapi_generator", generate)
+    return {
+        name: Generated(root / name, ran["returncode"], ran["output"], ran["took"])
+        for name, ran in made.items()
+    }
 
 
 @pytest.mark.parametrize("name", list(GENERATORS))

@@ -24,7 +24,7 @@ import pytest
 
 from shared.policy import PartEndpoint, load_policy
 from tests.conftest import SUMMARY_LINES
-from tests.generated.conftest import OPENAPI, openapi_document, schema_names
+from tests.generated.conftest import OPENAPI, once_per_run, openapi_document, schema_names
 from tests.stack_process import StackProcess
 
 PACKAGE = "mlutp_generated_client"
@@ -40,9 +40,8 @@ class Generated:
     output: str  # everything the generator printed
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
-    root = tmp_path_factory.mktemp("python_client")
+def generate(root: Path) -> dict[str, Any]:
+    """The client package in `root`, and what the generator said."""
     config = root / "config.yaml"
     config.write_text(
         f"project_name_override: mlutp-generated-client\npackage_name_override: {PACKAGE}\n"
@@ -71,9 +70,15 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
         check=False,
     )
     SUMMARY_LINES.append(f"openapi-python-client: {time.monotonic() - started:.1f} s")
-    output = ran.stdout + ran.stderr
-    assert ran.returncode == 0, output
-    return Generated(root, output)
+    return {"returncode": ran.returncode, "output": ran.stdout + ran.stderr}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
+    """The client generated once for the run."""
+    root, made = once_per_run(tmp_path_factory, "python_client", generate)
+    assert made["returncode"] == 0, made["output"]
+    return Generated(root, made["output"])
 
 
 @pytest.fixture(scope="module")

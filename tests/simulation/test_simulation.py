@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CI_SEEDS = range(1, 201)
 
 
+@pytest.mark.long
 def test_every_invariant_holds_on_every_seed(request: pytest.FixtureRequest) -> None:
     one = request.config.getoption("--seed", default=None)
     if one is not None:

@@ -25,7 +25,7 @@ from services.bff.config import ProtocolSettings
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 
-pytestmark = [pytest.mark.fault_matrix, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.fault_matrix, pytest.mark.long, pytest.mark.timeout(120)]
 
 # the polls' rate, as the benchmark's; the run long enough that one opening of the circuit
 # (2 s), which a busy machine causes now and then without any loss, stays within the margin
