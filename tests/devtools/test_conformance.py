@@ -260,28 +260,43 @@ def test_route_tags_are_neither_required_nor_refused_back():
         assert checks.tags_sent_back([*got, poll(2, [known], [])], URLS, frozenset({"route"})) == []
 
 
-@pytest.mark.timeout(600)  # every scenario, about three minutes here
+# every scenario, in shares that each run on a stack of their own, side by side in a parallel
+# run: all of them one after another take about three minutes here
+SHARES = 4
+SCENARIO_SHARES = [list(SCENARIOS)[share::SHARES] for share in range(SHARES)]
+SHARE_IDS = [f"share{share + 1}of{SHARES}" for share in range(SHARES)]
+
+
+def test_the_shares_hold_every_scenario_once():
+    assert sorted(name for share in SCENARIO_SHARES for name in share) == sorted(SCENARIOS)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("scenarios", SCENARIO_SHARES, ids=SHARE_IDS)
 def test_the_reference_client_passes_every_scenario(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scenarios: list[str]
 ):
     report = tmp_path / "report.json"
-    assert run(PythonClient(tmp_path), list(SCENARIOS), report, tmp_path) == 0, report.read_text()
+    assert run(PythonClient(tmp_path), scenarios, report, tmp_path) == 0, report.read_text()
     written = json.loads(report.read_text())
     assert written["passed"] is True
-    assert [s["scenario"] for s in written["scenarios"]] == list(SCENARIOS)
+    assert [s["scenario"] for s in written["scenarios"]] == scenarios
     assert all(s["requests"] > 0 for s in written["scenarios"])
-    assert "an app restart" in capsys.readouterr().out
+    # the table names each scenario
+    out = capsys.readouterr().out
+    assert all(name in out for name in scenarios)
 
 
-@pytest.mark.timeout(600)  # every scenario, about three minutes here
+@pytest.mark.long
 @pytest.mark.browser
-def test_the_browser_client_passes_every_scenario_in_chromium(tmp_path: Path):
+@pytest.mark.parametrize("scenarios", SCENARIO_SHARES, ids=SHARE_IDS)
+def test_the_browser_client_passes_every_scenario_in_chromium(tmp_path: Path, scenarios: list[str]):
     try:
         find_browser()
     except NoBrowser as exc:
         pytest.skip(f"SKIPPED: no Chromium here: {exc}; .ci/run installs them")
     report = tmp_path / "report.json"
-    assert run(BrowserClient(), list(SCENARIOS), report, tmp_path) == 0, report.read_text()
+    assert run(BrowserClient(), scenarios, report, tmp_path) == 0, report.read_text()
     assert json.loads(report.read_text())["client"] == "browser"
 
 
@@ -298,6 +313,7 @@ def test_a_client_that_drops_its_tags_fails_with_the_rule_named(
     assert any(problem.startswith("tags: ") for problem in problems)
 
 
+@pytest.mark.long  # a scenario on a stack of its own
 def test_a_client_that_sends_a_bare_lon_lat_position_fails_with_the_rule_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -325,6 +341,7 @@ def failed(tmp_path: Path, client: PythonClient, scenario: str) -> list[str]:
     return problems
 
 
+@pytest.mark.long  # a scenario on a stack of its own
 def test_a_client_whose_view_waits_for_every_part_fails_the_slow_part_scenario(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -344,6 +361,7 @@ def test_a_client_whose_view_waits_for_every_part_fails_the_slow_part_scenario(
     )
 
 
+@pytest.mark.long  # a scenario on a stack of its own
 def test_a_client_that_polls_at_once_when_told_unavailable_fails_the_tag_cache_scenario(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
