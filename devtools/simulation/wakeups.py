@@ -17,7 +17,7 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal, Protocol
 
-from services.orders_state.waiting.shard import Waiter
+from services.orders_state.waiting.ports import Waiter
 
 # the user of the request being served: set by the simulated client around each call
 CURRENT_USER: contextvars.ContextVar[str] = contextvars.ContextVar("simulated_user", default="")

@@ -26,8 +26,7 @@ from services.bff.admission import Admission
 from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.poll import Poll
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.ports import Wakeups
-from services.orders_state.waiting.shard import Waiter
+from services.orders_state.waiting.ports import Waiter, Wakeups
 from shared.errors import Overloaded
 from shared.protocol.waiting import (
     KEEP_WAITING,

@@ -1,14 +1,24 @@
-"""What a waiting poll needs of the wake-ups, as protocols: `TagWakeups` (Redis pub/sub)
-serves them in orders_state; the simulation (devtools/simulation) serves them in memory, so
-the waiting polls run there on the same code as in the service."""
+"""What a waiting poll needs of the wake-ups, as protocols, and the doorbell they ring:
+`TagWakeups` (Redis pub/sub) serves them in orders_state; the simulation (devtools/simulation)
+serves them in memory, so the waiting polls run there on the same code as in the service."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from services.orders_state.waiting.shard import Waiter
+
+class Waiter:
+    """One waiting poll's doorbell: set on a wake-up of any of its orders or when wake-ups
+    stopped working (the connection of one of its shards was lost), and on shutdown."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def ring(self) -> None:
+        self.event.set()
 
 
 class WakeupWatch(Protocol):

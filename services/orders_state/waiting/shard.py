@@ -1,6 +1,7 @@
-"""One pub/sub connection of the wake-ups (one per Redis, or per master of a Redis Cluster)
-and the doorbell a waiting poll listens to. The connection is the shard's own: lost, it is
-made anew and subscribed again to every channel the hub still holds on it."""
+"""One pub/sub connection of the wake-ups (one per Redis, or per master of a Redis Cluster).
+The connection is the shard's own: lost, it is made anew and subscribed again to every channel
+its owner (the hub, wakeups.TagWakeups) still has on it. The shard and its owner meet only
+through `ShardOwner` and the shard's public methods."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.crc import key_slot
 from redis.exceptions import RedisError
-
-if TYPE_CHECKING:
-    from services.orders_state.waiting.wakeups import TagWakeups
 
 log = logging.getLogger("mlutp.wakeups")
 
@@ -37,15 +36,27 @@ def lost_if_transport_closed() -> Iterator[None]:
         raise ConnectionError(f"pub/sub connection lost while writing: {exc!r}") from exc
 
 
-class Waiter:
-    """One waiting poll's doorbell: set on a wake-up of any of its orders or when wake-ups
-    stopped working (the connection of one of its shards was lost)."""
+class ShardOwner(Protocol):
+    """What a shard needs of the hub that owns it."""
 
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
+    def resubscribing(self, shard: Shard) -> AbstractAsyncContextManager[list[str]]:
+        """The channels the owner has on `shard`, for a new connection to subscribe again;
+        no channel is subscribed or unsubscribed on the shard until the context ends (the
+        shard counts itself up inside it)."""
+        ...
 
-    def ring(self) -> None:
-        self.event.set()
+    def shard_up(self, shard: Shard, *, resubscribed: int, again: bool) -> None:
+        """The shard's connection is up (`again`: it had been up before, and was lost)."""
+        ...
+
+    def shard_lost(self, shard: Shard) -> None:
+        """The shard's connection, up until now, is lost: nobody is woken through it until
+        it is up again."""
+        ...
+
+    def wake(self, channel: str) -> None:
+        """A message on the channel: a tag write of its order or list."""
+        ...
 
 
 class Shard:
@@ -59,50 +70,60 @@ class Shard:
     connection and finds one that stopped answering (a paused or blackholed Redis)."""
 
     def __init__(
-        self, name: str, redis: Redis, hub: TagWakeups, *, owns_client: bool, keepalive_s: float
+        self,
+        name: str,
+        redis: Redis,
+        owner: ShardOwner,
+        *,
+        owns_client: bool,
+        keepalive_s: float,
+        by_slot: bool,
     ) -> None:
         self.name = name
         self.redis = redis
         self.owns_client = owns_client
         self.keepalive_s = keepalive_s
-        self.pubsub: PubSub | None = None
-        self.hub = hub
+        # a cluster node takes the channels of one slot per SSUBSCRIBE
+        self.by_slot = by_slot
+        self._pubsub: PubSub | None = None
+        self._owner = owner
+        # the connection is up now
         self.available = False
         # connected once already: the next connection is one back
-        self.was_up = False
+        self._was_up = False
         # channels whose SSUBSCRIBE is sent and not yet confirmed; set when it is, or when
         # the connection is lost (then `available` says which)
-        self.confirmations: dict[str, asyncio.Event] = {}
-        self.task: asyncio.Task[None] | None = None
+        self._confirmations: dict[str, asyncio.Event] = {}
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name=f"wakeups:{self.name}")
+        """Connect, and keep connected: a lost connection is made anew, with backoff."""
+        self._task = asyncio.create_task(self._run(), name=f"wakeups:{self.name}")
 
     async def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        """Stop connecting, and close the Redis client if it is the shard's own."""
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+                await self._task
         if self.owns_client:
             await self.redis.aclose()
 
     def _connected(self) -> PubSub:
-        if not self.available or self.pubsub is None:
+        if not self.available or self._pubsub is None:
             raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
-        return self.pubsub
+        return self._pubsub
 
-    async def subscribe(self, channels: Sequence[str], *, by_slot: bool) -> None:
-        """Send SSUBSCRIBE; the reader sets each channel's confirmation."""
-        await self._send_subscribe(self._connected(), channels, by_slot=by_slot)
+    async def subscribe(self, channels: Sequence[str]) -> None:
+        """Send SSUBSCRIBE for these channels (`confirmed` tells when Redis has them);
+        ConnectionError when the connection is down."""
+        await self._send_subscribe(self._connected(), channels)
 
-    async def _send_subscribe(
-        self, pubsub: PubSub, channels: Sequence[str], *, by_slot: bool
-    ) -> None:
+    async def _send_subscribe(self, pubsub: PubSub, channels: Sequence[str]) -> None:
         for channel in channels:
-            self.confirmations.setdefault(channel, asyncio.Event())
+            self._confirmations.setdefault(channel, asyncio.Event())
         groups: Iterable[Sequence[str]] = [channels]
-        if by_slot:
-            # a cluster node takes one slot per SSUBSCRIBE
+        if self.by_slot:
             slots: dict[int, list[str]] = defaultdict(list)
             for channel in channels:
                 slots[key_slot(channel.encode())].append(channel)
@@ -111,19 +132,25 @@ class Shard:
             with lost_if_transport_closed():
                 await pubsub.ssubscribe(*group)
 
+    def confirming(self, channel: str) -> bool:
+        """The channel's SSUBSCRIBE is sent and Redis has not confirmed it yet."""
+        return channel in self._confirmations
+
     async def confirmed(self, channel: str) -> None:
         """Until Redis confirmed the channel's subscription; ConnectionError if the connection
         is lost first."""
-        event = self.confirmations.get(channel)
+        event = self._confirmations.get(channel)
         if event is not None:
             await event.wait()
         if not self.available:
             raise ConnectionError(f"pub/sub connection of shard {self.name!r} is down")
 
     async def unsubscribe(self, channels: Sequence[str]) -> None:
+        """Send SUNSUBSCRIBE for these channels; ConnectionError when the connection is
+        down."""
         pubsub = self._connected()
         for channel in channels:
-            self.confirmations.pop(channel, None)
+            self._confirmations.pop(channel, None)
         # one SUNSUBSCRIBE per channel: a cluster node refuses channels of several slots
         for channel in channels:
             with lost_if_transport_closed():
@@ -140,9 +167,9 @@ class Shard:
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError, TimeoutError) as exc:
-                await self._lost(exc)
+                self._lost(exc)
             finally:
-                self.pubsub = None
+                self._pubsub = None
                 with contextlib.suppress(RedisError, OSError):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
             # a reconnect backoff, not a wait for an event: nothing announces Redis is back
@@ -150,17 +177,16 @@ class Shard:
             attempt += 1
 
     async def _connect(self, pubsub: PubSub) -> None:
-        """A new connection, subscribed again to every channel the hub holds on this shard
+        """A new connection, subscribed again to every channel the owner has on this shard
         (waited on, or lingering), before it counts as up."""
         await pubsub.connect()  # type: ignore[no-untyped-call]
-        async with self.hub.lock:
-            channels = self.hub.channels_on(self)
+        async with self._owner.resubscribing(self) as channels:
             if channels:
-                await self._send_subscribe(pubsub, channels, by_slot=self.hub.cluster)
-            self.pubsub = pubsub
+                await self._send_subscribe(pubsub, channels)
+            self._pubsub = pubsub
             self.available = True
-        await self.hub.shard_up(self, resubscribed=len(channels), again=self.was_up)
-        self.was_up = True
+        self._owner.shard_up(self, resubscribed=len(channels), again=self._was_up)
+        self._was_up = True
 
     async def _read(self, pubsub: PubSub) -> None:
         loop = asyncio.get_running_loop()
@@ -180,14 +206,14 @@ class Shard:
                 with lost_if_transport_closed():
                     await pubsub.ping()
 
-    async def _lost(self, exc: BaseException) -> None:
+    def _lost(self, exc: BaseException) -> None:
         was_available, self.available = self.available, False
-        for event in self.confirmations.values():
+        for event in self._confirmations.values():
             event.set()
-        self.confirmations.clear()
+        self._confirmations.clear()
         if was_available:
             log.warning("pub/sub connection lost", extra={"shard": self.name, "error": repr(exc)})
-            await self.hub.lost(self)
+            self._owner.shard_lost(self)
         else:
             log.debug("pub/sub connection failed", extra={"shard": self.name, "error": repr(exc)})
 
@@ -195,8 +221,8 @@ class Shard:
         kind = message["type"]
         channel = message["channel"]
         if kind == "smessage":
-            self.hub.wake(channel)
+            self._owner.wake(channel)
         elif kind == "ssubscribe":
-            event = self.confirmations.pop(channel, None)
+            event = self._confirmations.pop(channel, None)
             if event is not None:
                 event.set()

@@ -22,7 +22,8 @@ from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME, Shard, Waiter
+from services.orders_state.waiting.ports import Waiter
+from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME, Shard
 from shared.config import RedisSettings
 from shared.redis import RedisClient, create_redis
 
@@ -42,18 +43,21 @@ class Watch:
         new = [channel for channel in dict.fromkeys(channels) if channel not in self.channels]
         for channel in new:
             self.channels.add(channel)
-            self.wakeups._add_waiter(channel, self.waiter)
-        await self.wakeups._subscribe(new, deadline_s)
+            self.wakeups.add_waiter(channel, self.waiter)
+        await self.wakeups.subscribe(new, deadline_s)
 
     def stop_listening(self, channels: Sequence[str]) -> None:
         """No more rings from these channels; each lingers subscribed for a while."""
         for channel in channels:
             if channel in self.channels:
                 self.channels.discard(channel)
-                self.wakeups._remove_waiter(channel, self.waiter)
+                self.wakeups.remove_waiter(channel, self.waiter)
 
 
 class TagWakeups:
+    """The hub: the books of channels and their waiters, over the shards' connections (their
+    `ShardOwner`)."""
+
     def __init__(
         self,
         redis: RedisClient,
@@ -93,7 +97,7 @@ class TagWakeups:
                 self._add_shard(node.name, node.host, node.port)
         else:
             self.shards[""] = Shard(
-                "", self.redis, self, owns_client=False, keepalive_s=self.keepalive_s
+                "", self.redis, self, owns_client=False, keepalive_s=self.keepalive_s, by_slot=False
             )
         for shard in self.shards.values():
             shard.start()
@@ -108,7 +112,7 @@ class TagWakeups:
         )
         assert isinstance(client, Redis)
         shard = self.shards[name] = Shard(
-            name, client, self, owns_client=True, keepalive_s=self.keepalive_s
+            name, client, self, owns_client=True, keepalive_s=self.keepalive_s, by_slot=True
         )
         return shard
 
@@ -137,7 +141,7 @@ class TagWakeups:
     def listening(self, channel: str) -> bool:
         """Subscribed on Redis and confirmed now: a watch of it rings from now on."""
         shard = self.subscribed.get(channel)
-        return shard is not None and shard.available and channel not in shard.confirmations
+        return shard is not None and shard.available and not shard.confirming(channel)
 
     @contextlib.asynccontextmanager
     async def watch(self, channels: Sequence[str], deadline_s: float) -> AsyncIterator[Watch]:
@@ -152,11 +156,14 @@ class TagWakeups:
         finally:
             watch.stop_listening(list(watch.channels))
 
-    def _add_waiter(self, channel: str, waiter: Waiter) -> None:
+    def add_waiter(self, channel: str, waiter: Waiter) -> None:
+        """Ring `waiter` on the channel's messages (once subscribed: `subscribe`)."""
         self.waiters[channel].add(waiter)
         self.idle_since.pop(channel, None)
 
-    def _remove_waiter(self, channel: str, waiter: Waiter) -> None:
+    def remove_waiter(self, channel: str, waiter: Waiter) -> None:
+        """No more rings of `waiter` from the channel; with no waiter left, the channel
+        lingers subscribed for `linger_s`."""
         waiters = self.waiters.get(channel)
         if waiters is not None:
             waiters.discard(waiter)
@@ -164,7 +171,9 @@ class TagWakeups:
                 del self.waiters[channel]
                 self.idle_since[channel] = self.clock()
 
-    async def _subscribe(self, channels: Sequence[str], deadline_s: float) -> None:
+    async def subscribe(self, channels: Sequence[str], deadline_s: float) -> None:
+        """Subscribe these channels where they are not, and until Redis confirmed each;
+        ConnectionError or TimeoutError when that cannot be within `deadline_s`."""
         try:
             async with asyncio.timeout(deadline_s):
                 # the lock keeps SSUBSCRIBE and the sweeper's SUNSUBSCRIBE of a channel in the
@@ -177,7 +186,7 @@ class TagWakeups:
                             self.subscribed[channel] = shard
                             new[shard].append(channel)
                     for shard, shard_channels in new.items():
-                        await shard.subscribe(shard_channels, by_slot=self.cluster)
+                        await shard.subscribe(shard_channels)
                 for channel in channels:
                     subscribed_on = self.subscribed.get(channel)
                     if subscribed_on is None:
@@ -187,11 +196,27 @@ class TagWakeups:
             # not known to be subscribed: the next watch of these channels subscribes again
             for channel in channels:
                 on = self.subscribed.get(channel)
-                if on is not None and (channel in on.confirmations or not on.available):
+                if on is not None and (on.confirming(channel) or not on.available):
                     del self.subscribed[channel]
             raise
         finally:
             self.metrics.channels.set(len(self.subscribed))
+
+    # --- ShardOwner: what the shards ask of the hub -------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def resubscribing(self, shard: Shard) -> AsyncIterator[list[str]]:
+        # the lock: no poll or sweep (un)subscribes a channel meanwhile
+        async with self.lock:
+            yield [channel for channel, on in self.subscribed.items() if on is shard]
+
+    def shard_up(self, shard: Shard, *, resubscribed: int, again: bool) -> None:
+        self.metrics.pubsub_up.set(int(self.available))
+        if again:
+            log.info(
+                "pub/sub connection back",
+                extra={"shard": shard.name, "resubscribed": resubscribed},
+            )
 
     def wake(self, channel: str) -> None:
         waiters = self.waiters.get(channel)
@@ -202,20 +227,9 @@ class TagWakeups:
             waiter.ring()
         self.metrics.wakeups.inc(len(waiters))
 
-    def channels_on(self, shard: Shard) -> list[str]:
-        return [channel for channel, on in self.subscribed.items() if on is shard]
-
-    async def shard_up(self, shard: Shard, *, resubscribed: int, again: bool) -> None:
-        self.metrics.pubsub_up.set(int(self.available))
-        if again:
-            log.info(
-                "pub/sub connection back",
-                extra={"shard": shard.name, "resubscribed": resubscribed},
-            )
-
-    async def lost(self, shard: Shard) -> None:
-        """A shard's connection is gone: its waiters can no longer be woken, so they answer
-        now. Its channels stay in the books: the shard subscribes them again when it is back."""
+    def shard_lost(self, shard: Shard) -> None:
+        """Its waiters can no longer be woken, so they answer now. Its channels stay in the
+        books: the shard subscribes them again when it is back."""
         self.metrics.pubsub_up.set(0)
         self.metrics.pubsub_lost.inc()
         for channel, waiters in self.waiters.items():
