@@ -308,7 +308,7 @@ class BffProcess:
                 _caller(user_id), parsed.known, parsed.services, body.get("policy_versions") or {}
             )
             try:
-                with self.admission.look():
+                with self.admission.admit():
                     result = await self.engine.look(poll, handing_out=True)
             except Overloaded as exc:
                 reply = PollReply(

@@ -54,12 +54,12 @@ class Admission:
         )
 
     @contextmanager
-    def look(self, *, admitted: bool = False) -> Iterator[None]:
+    def admit(self, *, already: bool = False) -> Iterator[None]:
         """One look at sources and tags in progress, checked against the cap first unless
-        the request was `admitted` already: a waiting poll's looks after its first (on a
+        the request was admitted `already`: a waiting poll's looks after its first (on a
         wake-up, or when the min TTL lets a change through) are never shed, or one write to
         an order many polls wait on would turn them into 503s."""
-        if not admitted:
+        if not already:
             self.check()
         self.in_flight += 1
         self.looks_started += 1

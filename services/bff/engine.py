@@ -43,7 +43,7 @@ from shared.protocol.ordering import (
     created_instant,
     merge_orders,
 )
-from shared.protocol.policy_versions import held_versions, versions_to_hold
+from shared.protocol.policy_versions import versions_of_client, versions_to_hold
 from shared.protocol.tags import known_content_tags, refetch_phase
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
 from shared.wire import ForcedOrder, ListKey, OrderKey
@@ -314,21 +314,23 @@ class OrdersStateEngine:
         are decided by the policy version the client holds, or with `handing_out` (launch)
         by the version it is handed."""
         with self.metrics.poll_look.time():
-            held = held_versions(
+            client_versions = versions_of_client(
                 self.policy,
                 poll.services,
                 poll.stated_versions,
                 ((k.order.service, k.order.tags) for k in poll.known),
             )
-            to_hold = versions_to_hold(self.policy, held)
-            return await self._look(poll, to_hold if handing_out else held, to_hold, held)
+            to_hold = versions_to_hold(self.policy, client_versions)
+            return await self._look(
+                poll, to_hold if handing_out else client_versions, to_hold, client_versions
+            )
 
     async def _look(
         self,
         poll: Poll,
         versions: dict[str, str],
         to_hold: dict[str, str],
-        held: dict[str, str],
+        client_versions: dict[str, str],
     ) -> LookResult:
         known, services = poll.known, poll.services
         # the checked user id (services.bff.requests): a kept answer is read for it alone
@@ -466,7 +468,7 @@ class OrdersStateEngine:
             degraded=degraded,
             due_at_ms=due_at_ms,
             policy_versions=to_hold,
-            policy_changed=to_hold != held,
+            policy_changed=to_hold != client_versions,
             # a just-created order not listed yet, or an answer of older data than the list
             # tag read: the bump that would wake a waiting poll has rung already
             source_lagging=bool(lagging) or any(s not in current for s in asked if asked[s]),

@@ -163,9 +163,9 @@ class PartService:
                 self.metrics.part_coalesced.labels(endpoint.service, endpoint.rule.part_name).inc()
             # two devices of a user asking one part: the first one's tag goes
             running.parts.add(part_name)
-            held = upstream_content_tags(order.client_tag, endpoint.policy_version, now_ms)
-            if held is not None:
-                running.content_tags.setdefault(part_name, held)
+            content_tag = upstream_content_tags(order.client_tag, endpoint.policy_version, now_ms)
+            if content_tag is not None:
+                running.content_tags.setdefault(part_name, content_tag)
             fetches.append(running)
         if started:
             # runs on its own: a request that goes away must not fail those that joined it

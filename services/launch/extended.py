@@ -44,10 +44,10 @@ async def with_required_parts(
         for service, version in versions.items()
     }
     wanted = parts_to_inline(orders, required)
-    held = {k.key: k.order.tags for k in poll.known}
+    client_tags = {k.key: k.order.tags for k in poll.known}
 
     def requested(service: str, part: str, orderid: str) -> RequestedOrder:
-        return RequestedOrder(orderid, held.get(OrderKey(service, orderid), {}).get(part))
+        return RequestedOrder(orderid, client_tags.get(OrderKey(service, orderid), {}).get(part))
 
     # every part of every order at once: the slowest one bounds the launch, not their sum
     results = await asyncio.gather(

@@ -32,7 +32,7 @@ async def launch(request: web.Request) -> web.Response:
     poll = Poll(
         request_caller(request, user_id), parsed.known, parsed.services, body.policy_versions
     )
-    with request.app[ADMISSION].look():
+    with request.app[ADMISSION].admit():
         # the policy handed out: the version the client was told, where served as current or
         # announced, else the current one; its orders are decided by it
         result = await request.app[ENGINE].look(poll, handing_out=True)

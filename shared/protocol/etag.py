@@ -43,5 +43,5 @@ def not_modified(if_none_match: str | None, etag: str) -> bool:
     `*` never matches: it asks for any current representation, and a poll has none (each
     answer is computed for the poll). A value that is not a list of entity-tags is ignored,
     as if not sent: the answer in full is never wrong."""
-    held = opaque_tags(if_none_match or "")
-    return held is not None and etag.removeprefix("W/") in held
+    listed = opaque_tags(if_none_match or "")
+    return listed is not None and etag.removeprefix("W/") in listed

@@ -17,7 +17,7 @@ from shared.policy import PollingPolicy, Stage
 from shared.protocol.tags import decode_tag
 
 
-def held_version(
+def version_of_client(
     stated: str | None,
     client_tags: Iterable[Mapping[str, str]],
     stages: Mapping[str, Stage],
@@ -40,43 +40,43 @@ def held_version(
     return found or current
 
 
-def version_to_hold(held: str, stages: Mapping[str, Stage], current: str) -> str:
+def version_to_hold(client_version: str, stages: Mapping[str, Stage], current: str) -> str:
     """The version a client is told to hold (and launch hands out): its own while this
     server serves it as current or announced, so replicas on either file of a rollout agree
     with it; else (deprecated, unknown) the current one."""
-    stage = stages.get(held)
-    return held if stage is not None and stage.kept else current
+    stage = stages.get(client_version)
+    return client_version if stage is not None and stage.kept else current
 
 
-def held_versions(
+def versions_of_client(
     policy: PollingPolicy,
     services: Sequence[str],
     stated: Mapping[str, str],
     client_tags: Iterable[tuple[str, Mapping[str, str]]],
 ) -> dict[str, str]:
-    """held_version of each queried service the policy serves; `client_tags` are the
+    """version_of_client of each queried service the policy serves; `client_tags` are the
     (service, tags) of the client's known orders."""
     tags = list(client_tags)
-    held: dict[str, str] = {}
+    versions: dict[str, str] = {}
     for service in services:
         served = policy.services.get(service)
         if served is not None:
-            held[service] = held_version(
+            versions[service] = version_of_client(
                 stated.get(service),
                 (order_tags for of, order_tags in tags if of == service),
                 served.stages,
                 served.policy_version,
             )
-    return held
+    return versions
 
 
-def versions_to_hold(policy: PollingPolicy, held: Mapping[str, str]) -> dict[str, str]:
-    """version_to_hold of each service in `held`."""
+def versions_to_hold(policy: PollingPolicy, client_versions: Mapping[str, str]) -> dict[str, str]:
+    """version_to_hold of each service in `client_versions` (versions_of_client)."""
     return {
         service: version_to_hold(
             version, policy.services[service].stages, policy.services[service].policy_version
         )
-        for service, version in held.items()
+        for service, version in client_versions.items()
     }
 
 

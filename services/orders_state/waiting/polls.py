@@ -94,7 +94,7 @@ class _Wait:
         self.looks += 1
         # admission control sheds a request at its first look only: once admitted and held, a
         # poll is answered, however many polls a write wakes at once
-        with self.polls.admission.look(admitted=self.looks > 1):
+        with self.polls.admission.admit(already=self.looks > 1):
             return await self.polls.engine.look(self.poll)
 
     def verdict(
@@ -146,7 +146,7 @@ class WaitingPolls:
 
     async def answer(self, poll: Poll) -> WaitedAnswer:
         if poll.wait_ms == 0:
-            with self.admission.look():
+            with self.admission.admit():
                 result = await self.engine.look(poll)
                 return WaitedAnswer(result, None)
         loop = asyncio.get_running_loop()

@@ -5,7 +5,7 @@ changes) words it, on the two files of a rollout: the old one announcing the nex
 from __future__ import annotations
 
 from shared.policy import Stage
-from shared.protocol.policy_versions import held_version, version_to_hold, versions_to_tell
+from shared.protocol.policy_versions import version_of_client, version_to_hold, versions_to_tell
 from shared.protocol.tags import encode_tag
 
 A, B, C = "aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc"
@@ -19,23 +19,23 @@ def tags_of(version: str) -> dict[str, str]:
 
 
 def test_a_client_is_answered_by_the_version_it_states_when_served():
-    assert held_version(B, [tags_of(A)], OLD_FILE, A) == B
-    assert held_version(A, [], NEW_FILE, B) == A
+    assert version_of_client(B, [tags_of(A)], OLD_FILE, A) == B
+    assert version_of_client(A, [], NEW_FILE, B) == A
 
 
 def test_a_stated_version_not_served_falls_back_to_the_tags_then_the_current():
-    assert held_version(C, [tags_of(A)], NEW_FILE, B) == A
-    assert held_version(C, [], NEW_FILE, B) == B
+    assert version_of_client(C, [tags_of(A)], NEW_FILE, B) == A
+    assert version_of_client(C, [], NEW_FILE, B) == B
 
 
 def test_a_client_stating_none_is_answered_by_the_version_of_its_tags_the_current_first():
-    assert held_version(None, [tags_of(A)], NEW_FILE, B) == A
-    assert held_version(None, [tags_of(A), tags_of(B)], NEW_FILE, B) == B
-    assert held_version(None, [{"fast_info": "garbage"}, tags_of(C)], NEW_FILE, B) == B
+    assert version_of_client(None, [tags_of(A)], NEW_FILE, B) == A
+    assert version_of_client(None, [tags_of(A), tags_of(B)], NEW_FILE, B) == B
+    assert version_of_client(None, [{"fast_info": "garbage"}, tags_of(C)], NEW_FILE, B) == B
 
 
 def test_a_client_new_to_the_service_holds_the_current_version():
-    assert held_version(None, [], OLD_FILE, A) == A
+    assert version_of_client(None, [], OLD_FILE, A) == A
 
 
 def test_a_version_served_as_current_or_announced_is_kept():
@@ -58,15 +58,15 @@ def test_a_client_alternating_between_the_files_moves_at_most_once():
     files = [(OLD_FILE, A), (NEW_FILE, B)]
     for first in (0, 1):
         stages, current = files[first]
-        holds = version_to_hold(held_version(None, [], stages, current), stages, current)
+        holds = version_to_hold(version_of_client(None, [], stages, current), stages, current)
         switches = 0
         for turn in range(8):
             stages, current = files[(first + turn) % 2]
-            told = version_to_hold(held_version(holds, [], stages, current), stages, current)
+            told = version_to_hold(version_of_client(holds, [], stages, current), stages, current)
             if told != holds:
                 # a launch on the other file hands out the version told where it serves it
                 other, other_current = files[(first + turn + 1) % 2]
-                handed = held_version(told, [], other, other_current)
+                handed = version_of_client(told, [], other, other_current)
                 holds = version_to_hold(handed, other, other_current)
                 switches += 1
         assert holds == B
