@@ -16,7 +16,7 @@ that has polled for long, so the ramp defaults to list_max_age plus one wait): s
 per second for --steady s (20), then FLUSHALL of the stack's Redis, then source calls per
 second for --after-flush s (120). Goal: no second above 2x the steady rate.
 
-A: once every client's waiting poll is held (orders_state's gauge mlutp_polls_waiting),
+A: once every client's waiting poll is held (orders_state's gauge mlutp_polls_held),
 SIGKILL of the stack's Redis; --down s (10) later it is started again, empty, on its port;
 then --after-restart s (10). Source calls in each 250 ms window from --before-kill s (2)
 before the kill to the end. Goal: no window above the legacy clients' steady rate in a
@@ -261,11 +261,11 @@ async def metric_samples(session: aiohttp.ClientSession, url: str, name: str) ->
 async def until_held(
     session: aiohttp.ClientSession, url: str, count: int, timeout_s: float
 ) -> float:
-    """Until orders_state holds `count` waiting polls (its gauge is another process's: read
-    again every 50 ms), or the timeout: the number held then."""
+    """Until orders_state holds `count` polls (its gauge mlutp_polls_held is another
+    process's: read again every 50 ms), or the timeout: the number held then."""
     deadline = time.monotonic() + timeout_s
     while True:
-        held = (await metric_samples(session, url, "mlutp_polls_waiting")).get("", 0.0)
+        held = (await metric_samples(session, url, "mlutp_polls_held")).get("", 0.0)
         if held >= count or time.monotonic() > deadline:
             return held
         await asyncio.sleep(0.05)

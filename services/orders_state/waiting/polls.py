@@ -62,7 +62,7 @@ class WaitingConfig:
     number is what it is."""
 
     max_waiting: int
-    # one user's polls held at once (a few devices, a few tabs): one user cannot take the cap
+    # one user's waiting polls at once (a few devices, a few tabs): one user cannot take the cap
     max_waiting_per_user: int
     # how long subscribing to the orders' channels may take before the poll gives up waiting
     subscribe_deadline_s: float
