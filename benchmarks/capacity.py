@@ -176,10 +176,10 @@ async def main(
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
     env |= {"EMULATOR_DRIVER_ENABLED": "false"}
     protocol = {
-        "recent_memo_bytes": 0,
+        "part_fetches": {"recent_memo_bytes": 0},
         # what a request costs, not admission control: the waiting polls come back all at
         # once each second, a burst the adaptive cap (from its floor of 20) would shed
-        "min_polls_in_flight": 2000,
+        "admission": {"min_polls_in_flight": 2000},
         # no kept answer expires mid-run: what a re-ask costs is measured on its own
         "list_max_age_s": 300,
     }

@@ -2,7 +2,7 @@
 second from one order). Each round polls orders/state with `force: true` and fetches the
 order's fast_info and rarely_changed parts, one after another, with no pause. Two
 orders_state processes side by side in one run: with the recent-fetch memo (the default) and
-without it (its recent_memo_bytes 0). Totw calls are counted by the emulator.
+without it (its part_fetches.recent_memo_bytes 0). Totw calls are counted by the emulator.
 
 Legacy polling costs one order 0.1–0.2 totw calls a second (every 10 s on Android, every 5 s
 on iOS). Bound asserted (the exit status is 1 when it fails): with the memo, at most one call
@@ -69,7 +69,10 @@ def main() -> None:
             post_json(f"{emulator}/emulator/v1/orders", json.dumps(new_order).encode())
         )["orderid"]
         bases = {}
-        for name, protocol in (("recent-fetch memo", {}), ("no memo", {"recent_memo_bytes": 0})):
+        for name, protocol in (
+            ("recent-fetch memo", {}),
+            ("no memo", {"part_fetches": {"recent_memo_bytes": 0}}),
+        ):
             port = free_port()
             stack.env["ORDERS_STATE_PORT"] = str(port)
             bases[name] = f"http://127.0.0.1:{port}"

@@ -4,7 +4,7 @@ in one run, next to the legacy pass-through and `GET /ping` on the same stack.
 
 A superapp client: one driving taxi order known with every tag current, and taxi, eats and
 grocery queried (docs/protocol.md: List tags). For each setting (orders_state's `list_tags`,
-`join_tag_reads`, `tag_reads_in_flight`) a stack of its own: U users, a warm-up
+`tag_reads`' `join` and `in_flight`) a stack of its own: U users, a warm-up
 poll each (it keeps the sources' answers and gives the answer's ETag), then N requests of each
 kind, 20 at a time, measured by the CPU the processes used (psutil; Redis by its own INFO) and
 the order source calls the emulator served. `poll` is answered in full; `poll 304` sends the
@@ -41,11 +41,11 @@ async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
 
 # orders_state's protocol settings of each run
 SETTINGS: dict[str, dict[str, Any]] = {
-    "joined reads": {"list_tags": True, "join_tag_reads": True},
+    "joined reads": {"list_tags": True, "tag_reads": {"join": True}},
     # joined only within a turn of the loop: no read waits for a call in flight
-    "turn only": {"list_tags": True, "join_tag_reads": True, "tag_reads_in_flight": 0},
-    "read each": {"list_tags": True, "join_tag_reads": False},
-    "no list tags": {"list_tags": False, "join_tag_reads": True},
+    "turn only": {"list_tags": True, "tag_reads": {"join": True, "in_flight": 0}},
+    "read each": {"list_tags": True, "tag_reads": {"join": False}},
+    "no list tags": {"list_tags": False, "tag_reads": {"join": True}},
 }
 
 
@@ -55,7 +55,7 @@ async def run(
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
     env |= {"EMULATOR_DRIVER_ENABLED": "false"}
     # what a request costs, not admission control
-    protocol = {**setting, "min_polls_in_flight": 2000}
+    protocol = {**setting, "admission": {"min_polls_in_flight": 2000}}
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in PROCESSES]
     settings = {"orders_state": {"protocol": protocol}}

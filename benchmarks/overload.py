@@ -331,7 +331,11 @@ async def closed_loop(
 def start_orders_state(stack: Stack, cap: int | None) -> tuple[int, subprocess.Popen[bytes]]:
     port = free_port()
     stack.env["ORDERS_STATE_PORT"] = str(port)
-    protocol = {} if cap is None else {"min_polls_in_flight": cap, "max_polls_in_flight": cap}
+    protocol = (
+        {}
+        if cap is None
+        else {"admission": {"min_polls_in_flight": cap}, "max_polls_in_flight": cap}
+    )
     args = serve_args("services.orders_state", {"protocol": protocol})
     stack.start(args, 0, f"http://127.0.0.1:{port}/ping")
     return port, stack.processes[-1]

@@ -39,7 +39,7 @@ def main() -> None:
         # every request here names the same order: joined or remembered fetches would
         # flatter the part endpoint, so each pays its own tag read and upstream call, as
         # distinct orders do
-        protocol = {"coalesce_part_fetches": False, "recent_memo_bytes": 0}
+        protocol = {"part_fetches": {"coalesce": False, "recent_memo_bytes": 0}}
         base = f"http://127.0.0.1:{port}"
         stack.start(serve_args("services.orders_state", {"protocol": protocol}), 0, f"{base}/ping")
         headers = {"X-Yandex-UID": USER}

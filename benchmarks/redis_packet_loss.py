@@ -168,12 +168,12 @@ async def run_phase(
         url,
         TOKEN,
         deadline_s=protocol.tags_deadline_s,
-        own_queue_allowance_s=protocol.admission_budget_ms / 1000,
+        own_queue_allowance_s=protocol.admission.budget_ms / 1000,
     )
     joined = JoinedTagReads(
         client,
-        max_in_flight=protocol.tag_reads_in_flight,
-        gather_s=protocol.tag_reads_gather_ms / 1000,
+        max_in_flight=protocol.tag_reads.in_flight,
+        gather_s=protocol.tag_reads.gather_ms / 1000,
     )
     cache = TagCache(joined, circuit, BffMetrics(CollectorRegistry()))
     latencies: list[float] = []

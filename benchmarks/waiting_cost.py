@@ -594,10 +594,12 @@ async def run(
 ) -> tuple[list[Phase], dict[str, dict[str, float]]]:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": args.log_level}
     env |= {"EMULATOR_DRIVER_ENABLED": "false"}
-    # what a poll costs, not admission control
-    env["MLUTP_MIN_POLLS_IN_FLIGHT"] = "2000"
-    # no kept answer expires mid-run: no source is asked, every poll has nothing new
-    env["MLUTP_LIST_MAX_AGE_S"] = "300"
+    protocol = {
+        # what a poll costs, not admission control
+        "admission": {"min_polls_in_flight": 2000},
+        # no kept answer expires mid-run: no source is asked, every poll has nothing new
+        "list_max_age_s": 300,
+    }
     # on a shared machine a process waiting for a CPU misses the tag read's 50 ms now and
     # then, and the poll degrades (asks the sources; a waiting one answers at once): not the
     # cost measured here. The work of a poll that makes it is the same
@@ -607,7 +609,7 @@ async def run(
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in ("orders_state", "order_tags", "emulator")]
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
-    async with own_stack(env, services) as stack:
+    async with own_stack(env, services, {"orders_state": {"protocol": protocol}}) as stack:
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=30)

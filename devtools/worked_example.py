@@ -51,7 +51,7 @@ WIDTH = 96
 # change of step 6 (the order's part tags, then its list tag) is one answer. Without it the
 # poll may answer the parts' news a moment before the list's, and the next poll brings the
 # new status
-EXAMPLE_SETTINGS = {"orders_state": {"wakeup_settle_s": 0.2}}
+EXAMPLE_SETTINGS = {"orders_state": {"waiting": {"settle_s": 0.2}}}
 REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 404: "Not Found"}
 
 

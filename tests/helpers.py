@@ -43,7 +43,7 @@ def protocol_for_tests(**overrides: Any) -> ProtocolSettings:
     machine must not make the cache or a source look down where a test does not mean it;
     tests of deadlines set their own."""
     values: dict[str, Any] = {
-        "interval_jitter": 0.0,
+        "interval": {"jitter": 0.0},
         "tags_deadline_s": 1.0,
         "source_deadline_s": 1.0,
     }
@@ -183,7 +183,8 @@ async def replicas_on(
     emulator_server = await aiohttp_server(create_emulator(emulator_settings(tags_server)))
     # subscribing to a fresh cluster's shards can take longer than the 0.5 s default on a
     # loaded machine: no test here means a slow subscription
-    values = {"wakeup_subscribe_deadline_s": 5.0, **state_settings}
+    waiting = {"subscribe_deadline_s": 5.0, **state_settings.pop("waiting", {})}
+    values = {"waiting": waiting, **state_settings}
     protocol = PROTOCOL.model_copy(update=values.pop("protocol", {}))
     orders_state = OrdersStateSettings(
         **bff_kwargs(tags_server, emulator_server, protocol), redis=settings, **values

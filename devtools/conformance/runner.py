@@ -27,7 +27,7 @@ from shared.policy import DEFAULT_POLICY_PATH, PollingType, load_policy
 
 KIT_ENV = {"EMULATOR_DRIVER_ENABLED": "false", "LOG_LEVEL": "WARNING"}
 # the kit's stack: intervals of a second or two, so that a scenario takes seconds
-KIT_PROTOCOL = {"min_ttl_s": 0, "interval_max_ms": 2000, "interval_no_orders_ms": 2000}
+KIT_PROTOCOL = {"min_ttl_s": 0, "interval": {"max_ms": 2000, "no_orders_ms": 2000}}
 KIT_SETTINGS = {"orders_state": {"protocol": KIT_PROTOCOL}, "launch": {"protocol": KIT_PROTOCOL}}
 
 

@@ -162,8 +162,8 @@ class BffProcess:
         settings = SETTINGS
         self.joined = JoinedTagReads(
             store,
-            max_in_flight=settings.tag_reads_in_flight,
-            gather_s=settings.tag_reads_gather_ms / 1000,
+            max_in_flight=settings.tag_reads.in_flight,
+            gather_s=settings.tag_reads.gather_ms / 1000,
         )
         self.tag_cache = TagCache(
             self.joined,
@@ -174,9 +174,9 @@ class BffProcess:
         )
         self.admission = Admission(
             settings.budget_limit(),
-            overload_in_flight=settings.overload_in_flight,
-            overload_max_factor=settings.overload_max_factor,
-            retry_after_base_s=settings.overload_retry_after_s,
+            overload_in_flight=settings.admission.overload_in_flight,
+            overload_max_factor=settings.admission.overload_max_factor,
+            retry_after_base_s=settings.admission.overload_retry_after_s,
             metrics=metrics,
             rng=random.Random(rng.random()),
             cpu_clock=loop.time,
@@ -213,7 +213,7 @@ class BffProcess:
             upstreams,
             metrics,
             sources,
-            coalesce=settings.coalesce_part_fetches,
+            coalesce=settings.part_fetches.coalesce,
             degraded_memo=settings.degraded_memo(),
             recent_memo=settings.recent_memo(),
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from services.bff.engine import EngineConfig
@@ -176,9 +176,59 @@ OVERLOAD_MAX_FACTOR = 4.0
 OVERLOAD_RETRY_AFTER_S = 2
 
 
+class IntervalSettings(BaseModel):
+    """The polling interval's numbers (the per-status bases are the policy file's)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    default_ms: int = Field(INTERVAL_DEFAULT_MS, gt=0)
+    no_orders_ms: int = Field(INTERVAL_NO_ORDERS_MS, gt=0)
+    min_ms: int = Field(INTERVAL_MIN_MS, gt=0)
+    max_ms: int = Field(INTERVAL_MAX_MS, gt=0)
+    jitter: float = Field(INTERVAL_JITTER, ge=0, lt=1)
+
+
+class TagReadSettings(BaseModel):
+    """Joined tag reads (0 in flight: no limit; 0 ms: the next turn of the loop)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    join: bool = JOIN_TAG_READS
+    in_flight: int = Field(TAG_READS_IN_FLIGHT, ge=0)
+    gather_ms: float = Field(TAG_READS_GATHER_MS, ge=0, le=20)
+
+
+class PartFetchSettings(BaseModel):
+    """Part fetches: coalescing, and the two memos' bytes (0: that memo off)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    coalesce: bool = COALESCE_PART_FETCHES
+    degraded_memo_bytes: int = Field(DEGRADED_MEMO_BYTES, ge=0)
+    recent_memo_bytes: int = Field(RECENT_MEMO_BYTES, ge=0)
+
+
+class AdmissionSettings(BaseModel):
+    """Admission control's numbers but its ceiling (an operator's variable)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_polls_in_flight: int = Field(MIN_POLLS_IN_FLIGHT, ge=1)
+    budget_ms: float = Field(ADMISSION_BUDGET_MS, gt=0)
+    look_cost_ms: float = Field(ADMISSION_LOOK_COST_MS, gt=0)
+    window_s: float = Field(ADMISSION_WINDOW_S, gt=0, le=10)
+    lag_target_ms: float = Field(ADMISSION_LAG_TARGET_MS, gt=0)
+    sample_s: float = Field(ADMISSION_SAMPLE_S, gt=0, le=1)
+    overload_in_flight: int = Field(OVERLOAD_IN_FLIGHT, ge=1)
+    overload_max_factor: float = Field(OVERLOAD_MAX_FACTOR, ge=1)
+    overload_retry_after_s: int = Field(OVERLOAD_RETRY_AFTER_S, ge=1)
+
+
 class ProtocolSettings(Settings):
-    """The protocol's numbers, shared by orders_state and launch: the operator's deadlines
-    and capacity (MLUTP_*), and the rest from the constants above."""
+    """The protocol's numbers, shared by orders_state and launch, by concern: the operator's
+    deadlines and capacity (MLUTP_*, the only ones read from the environment); the tag cache
+    and freshness, and upstream calls; and the groups `tag_reads`, `part_fetches`, `interval`
+    and `admission`. Every default but the operator's is a constant above."""
 
     model_config = SettingsConfigDict(env_prefix="MLUTP_")
 
@@ -208,10 +258,7 @@ class ProtocolSettings(Settings):
     created_grace_s: float = Field(CREATED_GRACE_S, ge=0, le=300)
     force_per_order_per_minute: int = Field(FORCE_PER_ORDER_PER_MINUTE, ge=0)
 
-    # joined tag reads (0 in flight: no limit; 0 ms: the next turn)
-    join_tag_reads: bool = JOIN_TAG_READS
-    tag_reads_in_flight: int = Field(TAG_READS_IN_FLIGHT, ge=0)
-    tag_reads_gather_ms: float = Field(TAG_READS_GATHER_MS, ge=0, le=20)
+    tag_reads: TagReadSettings = TagReadSettings()
 
     # upstream calls
     upstream_circuit_failures: int = Field(UPSTREAM_CIRCUIT_FAILURES, ge=1)
@@ -219,10 +266,7 @@ class ProtocolSettings(Settings):
     retry_budget_ratio: float = Field(RETRY_BUDGET_RATIO, ge=0, le=1)
     retry_budget_min: int = Field(RETRY_BUDGET_MIN, ge=0)
 
-    # part fetches and memos
-    coalesce_part_fetches: bool = COALESCE_PART_FETCHES
-    degraded_memo_bytes: int = Field(DEGRADED_MEMO_BYTES, ge=0)
-    recent_memo_bytes: int = Field(RECENT_MEMO_BYTES, ge=0)
+    part_fetches: PartFetchSettings = PartFetchSettings()
 
     # request limits
     max_known_orders: int = Field(MAX_KNOWN_ORDERS, ge=1)
@@ -230,23 +274,8 @@ class ProtocolSettings(Settings):
     max_extra_bytes: int = Field(MAX_EXTRA_BYTES, ge=0)
     max_part_orders: int = Field(MAX_PART_ORDERS, ge=1)
 
-    # the polling interval
-    interval_default_ms: int = Field(INTERVAL_DEFAULT_MS, gt=0)
-    interval_no_orders_ms: int = Field(INTERVAL_NO_ORDERS_MS, gt=0)
-    interval_min_ms: int = Field(INTERVAL_MIN_MS, gt=0)
-    interval_max_ms: int = Field(INTERVAL_MAX_MS, gt=0)
-    interval_jitter: float = Field(INTERVAL_JITTER, ge=0, lt=1)
-
-    # admission
-    min_polls_in_flight: int = Field(MIN_POLLS_IN_FLIGHT, ge=1)
-    admission_budget_ms: float = Field(ADMISSION_BUDGET_MS, gt=0)
-    admission_look_cost_ms: float = Field(ADMISSION_LOOK_COST_MS, gt=0)
-    admission_window_s: float = Field(ADMISSION_WINDOW_S, gt=0, le=10)
-    admission_lag_target_ms: float = Field(ADMISSION_LAG_TARGET_MS, gt=0)
-    admission_sample_s: float = Field(ADMISSION_SAMPLE_S, gt=0, le=1)
-    overload_in_flight: int = Field(OVERLOAD_IN_FLIGHT, ge=1)
-    overload_max_factor: float = Field(OVERLOAD_MAX_FACTOR, ge=1)
-    overload_retry_after_s: int = Field(OVERLOAD_RETRY_AFTER_S, ge=1)
+    interval: IntervalSettings = IntervalSettings()
+    admission: AdmissionSettings = AdmissionSettings()
 
     def protection(self, on_event: Callable[[str], None]) -> Protection:
         """A breaker and a retry budget for one upstream."""
@@ -282,12 +311,12 @@ class ProtocolSettings(Settings):
         numbers here."""
         return IntervalRules(
             status_bases_ms=policy.interval_bases_ms() if policy is not None else {},
-            default_base_ms=self.interval_default_ms,
-            no_orders_ms=self.interval_no_orders_ms,
+            default_base_ms=self.interval.default_ms,
+            no_orders_ms=self.interval.no_orders_ms,
             degraded_factor=INTERVAL_DEGRADED_FACTOR,
-            jitter=self.interval_jitter,
-            min_ms=self.interval_min_ms,
-            max_ms=self.interval_max_ms,
+            jitter=self.interval.jitter,
+            min_ms=self.interval.min_ms,
+            max_ms=self.interval.max_ms,
         )
 
     def limits(self) -> Limits:
@@ -300,20 +329,23 @@ class ProtocolSettings(Settings):
 
     def degraded_memo(self) -> FetchMemo:
         return FetchMemo(
-            ttl_ms=self.timings().degraded_min_ttl_ms, max_bytes=self.degraded_memo_bytes
+            ttl_ms=self.timings().degraded_min_ttl_ms,
+            max_bytes=self.part_fetches.degraded_memo_bytes,
         )
 
     def recent_memo(self) -> FetchMemo:
-        return FetchMemo(ttl_ms=self.timings().min_ttl_ms, max_bytes=self.recent_memo_bytes)
+        return FetchMemo(
+            ttl_ms=self.timings().min_ttl_ms, max_bytes=self.part_fetches.recent_memo_bytes
+        )
 
     def budget_limit(self) -> BudgetLimit:
         """The admission cap's bounds and what moves it."""
         return BudgetLimit(
-            min_limit=self.min_polls_in_flight,
+            min_limit=self.admission.min_polls_in_flight,
             max_limit=self.max_polls_in_flight,
-            budget_ms=self.admission_budget_ms,
-            look_cost_ms=self.admission_look_cost_ms,
-            lag_target_ms=self.admission_lag_target_ms,
+            budget_ms=self.admission.budget_ms,
+            look_cost_ms=self.admission.look_cost_ms,
+            lag_target_ms=self.admission.lag_target_ms,
         )
 
 

@@ -65,15 +65,15 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
             settings.service_token.get_secret_value(),
             deadline_s=protocol.tags_deadline_s,
             session=needs(app, HTTP_SESSION, "the tag cache"),
-            own_queue_allowance_s=protocol.admission_budget_ms / 1000,
+            own_queue_allowance_s=protocol.admission.budget_ms / 1000,
         )
         store: TagStore = tags_client
         joined = None
-        if protocol.join_tag_reads:
+        if protocol.tag_reads.join:
             store = joined = JoinedTagReads(
                 tags_client,
-                max_in_flight=protocol.tag_reads_in_flight,
-                gather_s=protocol.tag_reads_gather_ms / 1000,
+                max_in_flight=protocol.tag_reads.in_flight,
+                gather_s=protocol.tag_reads.gather_ms / 1000,
             )
         app[TAG_CACHE] = TagCache(store, protocol.tag_cache_breaker(), app[BFF_METRICS])
         yield
@@ -101,7 +101,7 @@ def sources_ctx(settings: BffSettings) -> CleanupContext:
                 protection=protocol.protection(
                     app[BFF_METRICS].upstream_event(f"source:{service}")
                 ),
-                own_queue_allowance_s=protocol.admission_budget_ms / 1000,
+                own_queue_allowance_s=protocol.admission.budget_ms / 1000,
             )
             for service in app[POLICY].services
         }
@@ -122,14 +122,14 @@ def admission_ctx(settings: BffSettings) -> CleanupContext:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         admission = app[ADMISSION] = Admission(
             protocol.budget_limit(),
-            overload_in_flight=protocol.overload_in_flight,
-            overload_max_factor=protocol.overload_max_factor,
-            retry_after_base_s=protocol.overload_retry_after_s,
+            overload_in_flight=protocol.admission.overload_in_flight,
+            overload_max_factor=protocol.admission.overload_max_factor,
+            retry_after_base_s=protocol.admission.overload_retry_after_s,
             metrics=app[BFF_METRICS],
             rng=random.Random(),
         )
         lag_watch = asyncio.create_task(
-            admission.watch(protocol.admission_sample_s, protocol.admission_window_s)
+            admission.watch(protocol.admission.sample_s, protocol.admission.window_s)
         )
         yield
         lag_watch.cancel()
@@ -190,7 +190,7 @@ def parts_ctx(settings: BffSettings) -> CleanupContext:
             upstreams,
             app[BFF_METRICS],
             needs(app, SOURCES, "the part service"),
-            coalesce=protocol.coalesce_part_fetches,
+            coalesce=protocol.part_fetches.coalesce,
             degraded_memo=protocol.degraded_memo(),
             recent_memo=protocol.recent_memo(),
         )

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from services.bff.config import BffSettings
@@ -30,6 +30,18 @@ WAKEUP_KEEPALIVE_S = 5.0
 WAITING_SHED_FACTOR = 2.0
 
 
+class WaitingSettings(BaseModel):
+    """The waiting polls' numbers but their cap (an operator's variable)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_per_user: int = Field(MAX_WAITING_PER_USER, ge=1)
+    linger_s: float = Field(WAKEUP_LINGER_S, ge=0)
+    settle_s: float = Field(WAKEUP_SETTLE_S, ge=0, le=5)
+    subscribe_deadline_s: float = Field(WAKEUP_SUBSCRIBE_DEADLINE_S, gt=0)
+    keepalive_s: float = Field(WAKEUP_KEEPALIVE_S, gt=0)
+
+
 class OrdersStateSettings(BffSettings):
     model_config = SettingsConfigDict(env_prefix="ORDERS_STATE_")
 
@@ -41,18 +53,14 @@ class OrdersStateSettings(BffSettings):
     # waiting polls one process holds at most (about 25 KB of memory each); past it polls
     # answer at once, interval grown
     max_waiting: int = variable(10_000, env="MLUTP_MAX_WAITING", ge=0)
-    max_waiting_per_user: int = Field(MAX_WAITING_PER_USER, ge=1)
-    wakeup_linger_s: float = Field(WAKEUP_LINGER_S, ge=0)
-    wakeup_settle_s: float = Field(WAKEUP_SETTLE_S, ge=0, le=5)
-    wakeup_subscribe_deadline_s: float = Field(WAKEUP_SUBSCRIBE_DEADLINE_S, gt=0)
-    wakeup_keepalive_s: float = Field(WAKEUP_KEEPALIVE_S, gt=0)
+    waiting: WaitingSettings = WaitingSettings()
 
     def waiting_config(self) -> WaitingConfig:
         return WaitingConfig(
             max_waiting=self.max_waiting,
-            max_waiting_per_user=self.max_waiting_per_user,
-            subscribe_deadline_s=self.wakeup_subscribe_deadline_s,
-            wakeup_settle_s=self.wakeup_settle_s,
+            max_waiting_per_user=self.waiting.max_per_user,
+            subscribe_deadline_s=self.waiting.subscribe_deadline_s,
+            wakeup_settle_s=self.waiting.settle_s,
             shed_factor=WAITING_SHED_FACTOR,
-            interval_max_ms=self.protocol.interval_max_ms,
+            interval_max_ms=self.protocol.interval.max_ms,
         )

@@ -84,8 +84,8 @@ def test_a_number_that_is_not_a_variable_is_not_read_from_the_environment(
     settings = OrdersStateSettings(service_token="t")
     defaults = OrdersStateSettings.model_construct(protocol=ProtocolSettings.model_construct())
     assert settings.protocol.min_ttl_s == defaults.protocol.min_ttl_s
-    assert settings.protocol.join_tag_reads == defaults.protocol.join_tag_reads
-    assert settings.wakeup_settle_s == defaults.wakeup_settle_s
+    assert settings.protocol.tag_reads.join == defaults.protocol.tag_reads.join
+    assert settings.waiting.settle_s == defaults.waiting.settle_s
     assert settings.listen_backlog == defaults.listen_backlog
 
 

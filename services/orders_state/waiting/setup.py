@@ -36,8 +36,8 @@ def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
                 create_redis(redis, client_name=WAKEUPS_CLIENT_NAME, retry_lost_connection=False),
                 redis,
                 metrics,
-                linger_s=settings.wakeup_linger_s,
-                keepalive_s=settings.wakeup_keepalive_s,
+                linger_s=settings.waiting.linger_s,
+                keepalive_s=settings.waiting.keepalive_s,
             )
             await wakeups.start()
         else:

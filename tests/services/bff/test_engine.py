@@ -20,7 +20,7 @@ from shared.wire import OrderKey
 from tests.services.fakes import FakeOrderTags, FakeSource, metrics, tag_cache
 
 POLICY = load_policy()
-SETTINGS = ProtocolSettings(interval_jitter=0.0)
+SETTINGS = ProtocolSettings(interval={"jitter": 0.0})
 CONFIG = SETTINGS.engine_config(POLICY)
 T0 = "2026-01-01T10:00:00.000Z"
 T1 = "2026-01-01T10:05:00.000Z"

@@ -32,7 +32,8 @@ def service(
 ) -> PartService:
     # the slow part's own upstream (orderperformerinfo), the rest's totw
     upstreams = {"totw": upstream, "orderperformerinfo": performer or GatedUpstream([])}
-    settings = ProtocolSettings(recent_memo_bytes=RECENT_MEMO_BYTES if remember_recent else 0)
+    recent = RECENT_MEMO_BYTES if remember_recent else 0
+    settings = ProtocolSettings(part_fetches={"recent_memo_bytes": recent})
     return PartService(
         POLICY,
         tag_cache(tags),

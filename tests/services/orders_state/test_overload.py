@@ -86,7 +86,11 @@ async def test_past_the_cap_of_polls_in_progress_a_poll_is_a_503_with_retry_afte
     upstream_received: dict[str, asyncio.Event],
 ):
     orders_state = await make_orders_state(
-        protocol=dict(max_polls_in_flight=1, overload_in_flight=1, source_deadline_s=5.0)
+        protocol=dict(
+            max_polls_in_flight=1,
+            admission={"overload_in_flight": 1},
+            source_deadline_s=5.0,
+        )
     )
     await create_order_id(emulator, unique)
     # the taxi source holds its answer: the first poll stays in progress until it answers
@@ -157,7 +161,7 @@ async def test_looks_that_cost_the_process_more_cpu_lower_the_cap(
     make_orders_state: MakeApp, emulator: TestClient, unique: str
 ):
     orders_state = await make_orders_state(
-        protocol=dict(min_polls_in_flight=3, admission_window_s=0.5)
+        protocol=dict(admission={"min_polls_in_flight": 3, "window_s": 0.5})
     )
     admission = orders_state.server.app[ADMISSION]
     await create_order_id(emulator, unique)
@@ -183,7 +187,7 @@ async def test_a_busy_window_in_which_no_look_finished_is_not_taken_for_idle_wor
 ):
     # before: such a window's CPU was charged to the process's idle work, and the looks after
     # it were costed at a fraction of their CPU (the cap admitted ~3x what it cleared)
-    orders_state = await make_orders_state(protocol=dict(admission_window_s=0.05))
+    orders_state = await make_orders_state(protocol=dict(admission={"window_s": 0.05}))
     admission = orders_state.server.app[ADMISSION]
     await create_order_id(emulator, unique)
     await set_fault(emulator, "source:taxi", "slow", delay_ms=5000)

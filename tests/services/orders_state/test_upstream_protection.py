@@ -26,7 +26,7 @@ async def protected(make_orders_state: MakeApp) -> TestClient:
             "retry_budget_ratio": 0.2,
             "retry_budget_min": 3,
             # every request of one order reaches the upstream: no recent fetch answers a repeat
-            "recent_memo_bytes": 0,
+            "part_fetches": {"recent_memo_bytes": 0},
         }
     )
 
@@ -81,7 +81,7 @@ async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
             "upstream_circuit_failures": 10_000,
             "retry_budget_ratio": 0.2,
             "retry_budget_min": 3,
-            "recent_memo_bytes": 0,
+            "part_fetches": {"recent_memo_bytes": 0},
         }
     )
     orderid = await create_order_id(emulator, unique, status="driving")

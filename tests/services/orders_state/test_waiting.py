@@ -75,7 +75,7 @@ async def test_a_burst_of_writes_to_an_order_comes_as_one_answer(
     unique: str,
 ):
     # a settle window far longer than two back-to-back writes take, on any machine
-    client = await make_waiting_state(wakeup_settle_s=2.0)
+    client = await make_waiting_state(waiting={"settle_s": 2.0})
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     waiting = asyncio.create_task(poll_order(client, unique, orderid, tags, wait_ms=20_000))
     await held(client, waiting)
@@ -364,7 +364,8 @@ async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_
     # admission control admits 4 looks at a time; 20 polls are held on one order (its user's
     # own bound raised to let them)
     client = await make_waiting_state(
-        protocol={"min_polls_in_flight": 4, "max_polls_in_flight": 4}, max_waiting_per_user=20
+        protocol={"admission": {"min_polls_in_flight": 4}, "max_polls_in_flight": 4},
+        waiting={"max_per_user": 20},
     )
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     polls = []
@@ -384,7 +385,7 @@ async def test_one_user_cannot_take_the_whole_waiting_cap(
     redis_sync: redis.Redis,
     unique: str,
 ):
-    client = await make_waiting_state(max_waiting=10, max_waiting_per_user=2)
+    client = await make_waiting_state(max_waiting=10, waiting={"max_per_user": 2})
     greedy, other = f"{unique}-greedy", f"{unique}-other"
     orderid, tags = await caught_up(emulator, redis_sync, greedy)
     other_orderid, other_tags = await caught_up(emulator, redis_sync, other)

@@ -88,8 +88,7 @@ async def test_waiting_works_again_after_the_pub_sub_connection_is_lost(
         aiohttp_client,
         aiohttp_server,
         settings,
-        wakeup_keepalive_s=SLOW_KEEPALIVE_S,
-        wakeup_linger_s=0.2,
+        waiting={"keepalive_s": SLOW_KEEPALIVE_S, "linger_s": 0.2},
     )
     metrics = told_metrics(client)
 
@@ -143,7 +142,7 @@ async def test_an_idle_connection_kept_alive_outlives_the_server_timeout(
 ):
     settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0, socket_timeout_s=1.0)
     emulator, client = await stack_on(
-        aiohttp_client, aiohttp_server, settings, wakeup_keepalive_s=0.3
+        aiohttp_client, aiohttp_server, settings, waiting={"keepalive_s": 0.3}
     )
     metrics = told_metrics(client)
     await metrics.until(up)
@@ -167,8 +166,7 @@ async def test_waiting_works_again_on_every_shard_of_a_cluster(
         aiohttp_client,
         aiohttp_server,
         settings,
-        wakeup_keepalive_s=SLOW_KEEPALIVE_S,
-        wakeup_linger_s=0.2,
+        waiting={"keepalive_s": SLOW_KEEPALIVE_S, "linger_s": 0.2},
     )
     metrics = told_metrics(client)
     await metrics.until(up)
