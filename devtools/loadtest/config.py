@@ -28,6 +28,9 @@ class LoadtestConfig:
     fault_modes: tuple[str, ...] = ("mlutp", "mlutp_wait")
     # run the fault-free waiting-poll phase too
     with_wait: bool = True
+    # run the fault-free phase of the new scheme (a run of faults alone, held to legacy's
+    # rate, has no use for it)
+    with_mlutp: bool = True
     time_scale: float = 1.0
     out_dir: Path = Path("reports/loadtest")
     progress: bool = True

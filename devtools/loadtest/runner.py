@@ -31,10 +31,9 @@ async def run_loadtest(config: LoadtestConfig) -> dict[str, Any]:
             "EMULATOR_DRIVER_TIME_SCALE": str(config.time_scale),
         }
     )
-    plan: list[tuple[str, str, str | None]] = [
-        ("legacy", "legacy", None),
-        ("mlutp", "mlutp", None),
-    ]
+    plan: list[tuple[str, str, str | None]] = [("legacy", "legacy", None)]
+    if config.with_mlutp:
+        plan.append(("mlutp", "mlutp", None))
     if config.with_wait:
         plan.append(("mlutp_wait", "mlutp_wait", None))
     for fault_name in config.faults:
