@@ -129,7 +129,8 @@ async def app_restart(kit: Kit) -> list[str]:
     return problems
 
 
-def _held_versions(exchange: Exchange) -> dict[str, str]:
+def _stated_versions(exchange: Exchange) -> dict[str, str]:
+    """The policy versions the client's request names (its `policy_versions`)."""
     versions: dict[str, str] = exchange.request.get("policy_versions", {})
     return versions
 
@@ -170,12 +171,12 @@ async def policy_change(kit: Kit) -> list[str]:
             f"launched {relaunched.at - told[0].answered:.1f} s after a poll told another "
             "policy version: not at once"
         )
-    if _held_versions(relaunched).get("taxi") not in (new_version, None) and told:
+    if _stated_versions(relaunched).get("taxi") not in (new_version, None) and told:
         problems.append("the launch did not name the policy version the poll told")
     stale = [
         e
         for e in polls_after(kit.exchanges(), relaunched.answered)
-        if _held_versions(e).get("taxi") != new_version
+        if _stated_versions(e).get("taxi") != new_version
     ]
     if stale:
         problems.append(f"{len(stale)} polls after the new policy still named another version")
