@@ -116,6 +116,7 @@ CORE = (
     "services.bff.part_request",
     "services.bff.admission",
     "services.bff.poll",
+    "services.bff.source_calls",
 )
 
 

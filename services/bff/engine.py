@@ -6,7 +6,6 @@ order_tags read for all the actual orders (one Redis round trip), then the decis
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -14,12 +13,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from services.bff.coalesce import Coalesced
 from services.bff.known_orders import ParsedKnownOrder
-from services.bff.listings import Listings
+from services.bff.listings import Listings, current_answers, lagging_orders
 from services.bff.metrics import BffMetrics
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
+from services.bff.source_calls import SourceCalls
 from services.bff.tag_cache import StoredTags, TagCache, TagsRead
 from shared.answer import (
     ActualOrder,
@@ -35,7 +34,6 @@ from shared.protocol.allowed_changes import (
     unavailable_capabilities,
 )
 from shared.protocol.interval import IntervalRules, polling_interval_ms
-from shared.protocol.list_tags import answer_current, within_created_grace
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import (
     CanonicalKey,
@@ -44,8 +42,8 @@ from shared.protocol.ordering import (
     merge_orders,
 )
 from shared.protocol.policy_versions import versions_of_client, versions_to_hold
-from shared.protocol.tags import known_content_tags, refetch_phase
-from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
+from shared.protocol.tags import refetch_phase
+from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import ForcedOrder, ListKey, OrderKey
 
 
@@ -135,8 +133,7 @@ class OrdersStateEngine:
         # how overloaded the process is now (the interval's factor); admission control's
         self.overload = overload
         self.rng = rng or random.Random()
-        # the source calls in flight per (service, user, list tag read)
-        self._asking: Coalesced[tuple[str, str, str], SourceResponse | None] = Coalesced()
+        self.source_calls = SourceCalls(sources, metrics)
         self.listings = Listings(
             tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
         )
@@ -157,63 +154,6 @@ class OrdersStateEngine:
         if not self.config.list_tags:
             return []
         return [s for s in poll.services if s in self.sources and self.policy.services[s].list_tags]
-
-    def _known_by_source(
-        self,
-        known: Sequence[ParsedKnownOrder],
-        served: Sequence[str],
-        versions: Mapping[str, str],
-        now_ms: int,
-    ) -> dict[str, list[SourceKnownOrder]]:
-        """The client's known orders of each served service as its source is told of them:
-        with the content tags the client holds, never the server's tags."""
-        told: dict[str, list[SourceKnownOrder]] = {service: [] for service in served}
-        for k in known:
-            orders = told.get(k.order.service)
-            if orders is not None:
-                contents = known_content_tags(k.order.tags, versions[k.order.service], now_ms)
-                orders.append(SourceKnownOrder(k.order.orderid, contents))
-        return told
-
-    async def _query_sources(
-        self,
-        services: Sequence[str],
-        poll: Poll,
-        versions: Mapping[str, str],
-        at_least: Mapping[str, str],
-    ) -> tuple[dict[str, SourceResponse | None], set[str]]:
-        """Each served service's source, told the list tag read before the call (`at_least`);
-        a service the server does not serve is unavailable for this request (None), like a
-        source that failed. Also the services whose answer this poll shared with another's
-        call (that poll keeps it)."""
-        served = [service for service in services if service in self.sources]
-        told = self._known_by_source(poll.known, served, versions, int(time.time() * 1000))
-        caller = poll.caller
-
-        async def ask(service: str) -> tuple[SourceResponse | None, bool]:
-            source, tag = self.sources[service], at_least.get(service)
-            if tag is None:
-                return await source.list_active(caller, told[service]), False
-            # however many polls of the user find its kept answer missing or expired at
-            # once (devices, tabs, the polls a bump wakes), the source is asked once: those
-            # that read the same list tag share the answer
-            return await self._asking.run(
-                (service, caller.user_id, tag),
-                lambda: source.list_active(caller, told[service], tag),
-            )
-
-        results = await asyncio.gather(*(ask(service) for service in served))
-        answers: dict[str, SourceResponse | None] = dict.fromkeys(services)
-        shared: set[str] = set()
-        for service, (result, joined) in zip(served, results, strict=True):
-            outcome = "ok" if result else "unavailable"
-            self.metrics.sources.labels(
-                service, f"coalesced_{outcome}" if joined else outcome
-            ).inc()
-            answers[service] = result
-            if joined:
-                shared.add(service)
-        return answers, shared
 
     async def _stored_tags(
         self,
@@ -352,7 +292,7 @@ class OrdersStateEngine:
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
         # the list tag read before each source is asked: it serves data at least that new
         list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
-        asked, shared = await self._query_sources(
+        asked, shared = await self.source_calls.ask(
             [s for s in services if s not in kept], poll, versions, list_tags
         )
         sources: dict[str, SourceResponse | None] = {**asked, **kept}
@@ -365,31 +305,10 @@ class OrdersStateEngine:
         keys = [OrderKey(service, order.orderid) for service, order in listed]
         listed_keys = set(keys)
         now_ms = int(time.time() * 1000)
-        # a known order its available source does not list, but whose tags were made within
-        # the created grace: the source lags behind its creation, and the order stays (stale)
-        lagging = {
-            k.key
-            for k in known
-            if k.order.service in available
-            and k.key not in listed_keys
-            and read is not None
-            # the user's own order alone: naming another's id reveals nothing
-            and read.owners.get(k.key) == user_id
-            and within_created_grace(
-                read.created_ms.get(k.key), now_ms=now_ms, grace_ms=self.config.created_grace_ms
-            )
-        }
-        omitting = {key.service for key in lagging}
-        current = {
-            service
-            for service, answer in asked.items()
-            if answer is not None
-            and answer_current(
-                list_tags.get(service),
-                answer.list_tag,
-                omits_a_just_created_order=service in omitting,
-            )
-        }
+        lagging = lagging_orders(
+            poll, read, available, listed_keys, now_ms=now_ms, grace_ms=self.config.created_grace_ms
+        )
+        current = current_answers(asked, list_tags, lagging)
         # a lagging answer is used for this poll alone: kept, it would stand for the source
         # under a tag whose data it does not show, longer than the created grace; by the poll
         # that made the call alone: those that shared it would write it again

@@ -1,27 +1,78 @@
 """Kept source answers (docs/protocol.md: List tags): a source's answer is kept under the
 list tag read before it was asked, and a later poll that reads the same list tag takes the
-kept answer instead of asking the source. The decision is `shared.protocol.list_tags`'."""
+kept answer instead of asking the source; which just-asked answers are current enough to keep,
+and which known orders a lagging source does not list yet. The decisions are
+`shared.protocol.list_tags`'."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import msgspec
 
 from services.bff.metrics import BffMetrics
+from services.bff.poll import Poll
 from services.bff.tag_cache import TagCache, TagsRead
 from shared import wire
 from shared.errors import BadRequest
-from shared.protocol.list_tags import kept_answer_max_age_ms, kept_answer_usable
+from shared.protocol.list_tags import (
+    answer_current,
+    kept_answer_max_age_ms,
+    kept_answer_usable,
+    within_created_grace,
+)
 from shared.upstream_wire import SourceResponse
-from shared.wire import KeptAnswerOut
+from shared.wire import KeptAnswerOut, OrderKey
 
 log = logging.getLogger("mlutp.listings")
 
 _source_response = msgspec.json.Decoder(SourceResponse)
+
+
+def lagging_orders(
+    poll: Poll,
+    read: TagsRead | None,
+    available: Collection[str],
+    listed: Collection[OrderKey],
+    *,
+    now_ms: int,
+    grace_ms: int,
+) -> set[OrderKey]:
+    """The poll's known orders that their available source does not list, but whose tags
+    were made within the created grace: the source lags behind their creation, and they stay
+    (stale). The user's own orders alone: naming another's id reveals nothing."""
+    if read is None:
+        return set()
+    return {
+        k.key
+        for k in poll.known
+        if k.order.service in available
+        and k.key not in listed
+        and read.owners.get(k.key) == poll.user_id
+        and within_created_grace(read.created_ms.get(k.key), now_ms=now_ms, grace_ms=grace_ms)
+    }
+
+
+def current_answers(
+    asked: Mapping[str, SourceResponse | None],
+    list_tags: Mapping[str, str],
+    lagging: Collection[OrderKey],
+) -> set[str]:
+    """The services whose just-asked answer shows data at least as new as the list tag read
+    before the call, and omits no just-created order (`lagging`): only such an answer is kept
+    and has its orders' missing tags made."""
+    omitting = {key.service for key in lagging}
+    return {
+        service
+        for service, answer in asked.items()
+        if answer is not None
+        and answer_current(
+            list_tags.get(service), answer.list_tag, omits_a_just_created_order=service in omitting
+        )
+    }
 
 
 class Listings:

@@ -26,7 +26,7 @@ from shared.wire import ForcedOrder, OrderKey
 
 
 def lagging_answer_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("services.bff.engine.answer_current", lambda *_, **__: True)
+    monkeypatch.setattr("services.bff.listings.answer_current", lambda *_, **__: True)
 
 
 def _verdict_before_the_fix(
