@@ -133,7 +133,7 @@ DEGRADED_MEMO_BYTES = 64 * 2**20
 # (0: off)
 RECENT_MEMO_BYTES = 16 * 2**20
 
-# -- Request limits (docs/protocol.md: Limits)
+# -- Request limits (docs/protocol.md: Errors and limits)
 MAX_KNOWN_ORDERS = 20
 MAX_EXTRA_FIELDS = 16
 MAX_EXTRA_BYTES = 2048
