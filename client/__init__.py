@@ -39,9 +39,10 @@ Rules the client keeps:
   answer naming another version than the client holds makes it launch again at once, naming
   the version it was told: new rules, and every part of that service fetched anew, once.
 
-The modules, one job each: `client` (the cycle: launch, poll, fetch, show), `transport`
-(replicas, timeouts, counters), `model` (rules, orders, parts, views: data), `parts` (which
-requests, and what an answer does to a part), `policy` (when the policy version moves),
-`view` (what a UI renders), `changes` (user changes), `route` (the route's own rule),
-`store` (the known orders it sends, and its state between app starts).
+The modules, one job each: `client` (the cycle: launch, poll, fetch, show), `timing` (when
+the next poll goes out, and the loop that keeps that rhythm), `transport` (replicas, timeouts,
+counters), `model` (rules, orders, parts, views: data), `answer` (what an answer does to the
+orders held), `parts` (which requests, and what an answer does to a part), `policy` (when the
+policy version moves), `view` (what a UI renders), `changes` (user changes), `route` (the
+route's own rule), `store` (the known orders it sends, and its state between app starts).
 """

@@ -4,7 +4,6 @@ documentation of the client half of the contract; see the package's docstring fo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -12,14 +11,13 @@ from typing import Any
 
 import aiohttp
 
+from client.answer import merge_answer
 from client.changes import UserChanges
 from client.model import (
-    STATE_KEYS,
     ClientOptions,
     Order,
     OrderKey,
     OrderView,
-    Part,
     PartKey,
     Position,
     Rule,
@@ -27,9 +25,9 @@ from client.model import (
 )
 from client.parts import PartOutcome, apply_part, part_order, part_parameters, part_requests
 from client.policy import forget_moved_parts, rules_by_service, told_versions
-from client.route import ROUTE_TICK_S, route_request, routes_due
+from client.route import route_request, routes_due
 from client.store import known_orders, load_state, save_state
-from client.timing import next_poll
+from client.timing import cycle_until, next_poll, unless_set
 from client.transport import ClientStats, Replicas, Transport
 from client.view import Views
 
@@ -170,46 +168,17 @@ class MlutpClient:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle at the server's interval (or, waiting, right after each answer) until `stop`
-        is set. A waiting poll in flight is abandoned when `stop` is set."""
+        is set (client.timing). A waiting poll in flight is abandoned when `stop` is set."""
         await self.launch()
-        routes = asyncio.create_task(self._route_loop(stop)) if self.options.wait_ms else None
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                if not self.poll_again_at_once and not self._poll_now.is_set():
-                    poll_now = asyncio.ensure_future(self._poll_now.wait())
-                    await asyncio.wait(
-                        [stopped, poll_now],
-                        timeout=self.interval_s,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                    poll_now.cancel()
-                if stop.is_set():
-                    return
-                cycle = asyncio.ensure_future(self.cycle())
-                await asyncio.wait([cycle, stopped], return_when=asyncio.FIRST_COMPLETED)
-                if not cycle.done():
-                    cycle.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await cycle
-                    return
-                cycle.result()
-                if routes is None:
-                    await self._poll_routes()
-        finally:
-            stopped.cancel()
-            if routes is not None:
-                routes.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await routes
-
-    async def _route_loop(self, stop: asyncio.Event) -> None:
-        """With waiting polls the poll loop may be held for long: the route keeps its own
-        rhythm beside it."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=ROUTE_TICK_S)
-            await self._poll_routes()
+        await cycle_until(
+            stop,
+            cycle=self.cycle,
+            poll_now=self._poll_now,
+            at_once=lambda: self.poll_again_at_once,
+            interval_s=lambda: self.interval_s,
+            routes=self._poll_routes,
+            waiting=bool(self.options.wait_ms),
+        )
 
     async def _poll(
         self, replicas: Replicas, path: str, body: dict[str, Any], extra_timeout_s: float = 0
@@ -240,23 +209,15 @@ class MlutpClient:
                 body["policy_versions"] = self.policy_versions
             if self.options.wait_ms:
                 body["wait_ms"] = self.options.wait_ms
-            request = asyncio.ensure_future(
+            request = await unless_set(
                 self._poll(
                     self._orders_state,
                     "/mlutp/v1/orders/state",
                     body,
                     extra_timeout_s=self.options.wait_ms * 1.1 / 1000,
-                )
+                ),
+                self._poll_now,
             )
-            poll_now = asyncio.ensure_future(self._poll_now.wait())
-            try:
-                await asyncio.wait([request, poll_now], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                poll_now.cancel()
-                if not request.done():
-                    request.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await request
             if not self._poll_now.is_set():
                 return request.result()
             # an answer to a request without the new order would drop it as finished
@@ -296,33 +257,15 @@ class MlutpClient:
         return next((o for o in self.orders if o.key == (service, orderid)), None)
 
     async def _apply_state(self, answered: list[dict[str, Any]]) -> None:
-        by_key = {o.key: o for o in self.orders}
-        orders: list[Order] = []
-        needed: dict[OrderKey, list[str]] = {}
-        # parts that came inline (launch with extended order info): no request for them
-        inlined: set[PartKey] = set()
-        for item in answered:
-            key = (item["service"], item["orderid"])
-            order = by_key.get(key) or Order(item["orderid"], item["service"], item["status"])
-            order.update_status = item["update_status"]
-            order.change_capabilities = item.get("change_capabilities", {})
-            if order.update_status == "actual":
-                order.status = item["status"]
-                order.brief = {k: v for k, v in item.items() if k not in STATE_KEYS}
-                # tags the server did not echo are invalid: forget them
-                for name, part in order.parts.items():
-                    if name not in item["tags"]:
-                        part.tag = None
-                needed[key] = [
-                    name for name in item["need_request"] if self._rule(order.service, name)
-                ]
-                for name, fields in item.get("parts", {}).items():
-                    rule = self._rule(order.service, name)
-                    if rule is not None:
-                        order.parts.setdefault(name, Part())
-                        if self._apply_part(order, rule, {**fields, "orderid": order.orderid}):
-                            inlined.add((order.service, order.orderid, name))
-            orders.append(order)
+        """The answer's orders (client.answer) shown, their inline parts applied, and the
+        parts they ask for fetched."""
+        merged = merge_answer(self.orders, answered, self._rule)
+        orders, needed = merged.orders, merged.needed
+        inlined: set[PartKey] = {
+            (order.service, order.orderid, rule.part_name)
+            for order, rule, fields in merged.inline
+            if self._apply_part(order, rule, fields)
+        }
         # orders left out have finished
         self.orders = orders
         self.views.keep_only(orders)
