@@ -17,7 +17,8 @@ import json
 import re
 from pathlib import Path
 
-from devtools.worked_example import own_stack, render, skeleton, walk
+from devtools.worked_example import own_stack, walk
+from devtools.worked_example_markdown import render, skeleton
 
 ROOT = Path(__file__).resolve().parents[2]
 BEGINS = "<!-- worked example: python -m devtools.worked_example -->"
