@@ -261,7 +261,8 @@ class MlutpClient:
         parts they ask for fetched."""
         merged = merge_answer(self.orders, answered, self._rule)
         orders, needed = merged.orders, merged.needed
-        inlined: set[PartKey] = {
+        # the parts that came inline need no request
+        arrived: set[PartKey] = {
             (order.service, order.orderid, rule.part_name)
             for order, rule, fields in merged.inline
             if self._apply_part(order, rule, fields)
@@ -271,7 +272,6 @@ class MlutpClient:
         self.views.keep_only(orders)
         # every order at once (one never shown as a placeholder); then each part as it lands:
         # only an order's required parts hold its view
-        arrived = set(inlined)
         self._publish(orders, arrived, needed)
         await self._fetch_parts(needed, arrived)
 
