@@ -64,6 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the share of new orders created on another device: no hint to the client, which "
         "learns of them by polling (their freshness is its own column)",
     )
+    parser.add_argument(
+        "--start-spread",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="spread the clients' starts over this many seconds (at most the warm-up); over "
+        "list_max_age (120) with a longer warm-up, kept answers expire as a long-running "
+        "population's do",
+    )
     parser.add_argument("--out", type=Path, default=None, help="report folder")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -83,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
         replicas=args.replicas,
         redis_cluster=args.redis_cluster,
         created_elsewhere=args.created_elsewhere,
+        start_spread_s=args.start_spread,
     )
     if config.redis_cluster and any(FAULT_KINDS[f].needs_own_redis for f in config.faults):
         print("--fault redis* acts on one Redis: not with --redis-cluster", file=sys.stderr)

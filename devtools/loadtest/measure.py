@@ -1,13 +1,13 @@
 """What a phase reads off the stack: the emulator's stats and change record, orders_state's
-metrics (failures, requests per replica), when each client held each version, percentiles
-and the busiest window."""
+metrics (failures, requests per replica), when each client held each version, why each order
+source call was made, percentiles and the busiest window."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, Protocol
 
 import aiohttp
@@ -25,6 +25,18 @@ FAILURE_COUNTERS = {
 }
 # how often the emulator's change record is read for orders just created
 CREATED_FEED_EVERY_S = 0.05
+# a kept answer's own age limit is drawn from this share of list_max_age up to all of it
+# (docs/protocol.md: List tags): an unchanged list asked again sooner was not asked for its age
+KEPT_AGE_SPREAD_FROM = 0.75
+# the causes SourceCallCauses tells apart, in the order a report shows them
+SOURCE_CALL_CAUSES = (
+    "first",
+    "list_changed",
+    "past_max_age",
+    "unchanged_early",
+    "no_list_tag",
+    "unseen",
+)
 
 
 class SimulatedClient(Protocol):
@@ -47,6 +59,81 @@ def peak_window_rate(
         if order_seconds:
             peak = max(peak, sum(point.get(calls, 0) for point in window) / order_seconds * 60)
     return round(peak, 3)
+
+
+class SourceCallCauses:
+    """Why each order source call was made, from what the BFF told the source: the list tag
+    it read before asking (`at_least`, docs/protocol.md: What upstreams receive) against the
+    one of the same user's previous call to that source that had one.
+
+    - `first`: the user's first call to that source seen (its launch, or a list tag that was
+      not read in this phase yet);
+    - `list_changed`: another list tag than the previous call's: the list changed (an order
+      created, here or elsewhere, a status, a brief field, an order finished), or the tag was
+      lost and made anew;
+    - `past_max_age`: the same tag, at least 0.75 of `list_max_age` (less one second, the
+      reading's step) after the previous call: the kept answer had passed its own age limit;
+    - `unchanged_early`: the same tag, sooner: the kept answer was not there (not kept yet, a
+      coalescing miss, a lagging answer, a keep that failed);
+    - `no_list_tag`: asked with no list tag (the tag store unavailable, or list tags off);
+    - `unseen`: past the emulator's record of the last calls (50 a source) between two reads.
+
+    The emulator's stats are read once a second, so each call's time is its read's."""
+
+    def __init__(self, list_max_age_s: float) -> None:
+        self.early_before_s = KEPT_AGE_SPREAD_FROM * list_max_age_s - 1.0
+        self.counting = False
+        self.causes: Counter[str] = Counter()
+        # seconds from the previous call with the same list tag, of the `past_max_age` calls
+        self.past_max_age_gaps: list[float] = []
+        self._last: dict[tuple[str, str], tuple[str | None, float]] = {}
+
+    def read(self, before: dict[str, Any], after: dict[str, Any], at: float) -> None:
+        """The source calls between two readings of the emulator's stats, made by `at`."""
+        for target, count in after["calls"].items():
+            if not target.startswith("source:"):
+                continue
+            new = count - before["calls"].get(target, 0)
+            if new <= 0:
+                continue
+            recorded = after.get("recent", {}).get(target, [])[-new:]
+            if self.counting and len(recorded) < new:
+                self.causes["unseen"] += new - len(recorded)
+            for call in recorded:
+                self._one(target, call, at)
+
+    def _one(self, target: str, call: dict[str, Any], at: float) -> None:
+        user = call.get("headers", {}).get("X-Yandex-UID", "")
+        body = call.get("body")
+        tag = body.get("at_least") if isinstance(body, dict) else None
+        previous = self._last.get((target, user))
+        if tag is None:
+            # the next call with a tag is told by the last one with a tag: after the tag
+            # store is back, an unchanged list is not a changed one
+            cause = "no_list_tag"
+        elif previous is None:
+            cause = "first"
+        elif previous[0] != tag:
+            cause = "list_changed"
+        elif at - previous[1] >= self.early_before_s:
+            cause = "past_max_age"
+            if self.counting:
+                self.past_max_age_gaps.append(at - previous[1])
+        else:
+            cause = "unchanged_early"
+        if tag is not None:
+            self._last[(target, user)] = (tag, at)
+        if self.counting:
+            self.causes[cause] += 1
+
+
+def gap_summary(gaps: list[float]) -> dict[str, float]:
+    """p50, p95 and mean of the seconds between re-asks of an unchanged list ({} with none)."""
+    if not gaps:
+        return {}
+    summary = percentiles(gaps)
+    summary["mean"] = round(sum(gaps) / len(gaps), 1)
+    return {"p50": summary["p50"], "p95": summary["p95"], "mean": summary["mean"]}
 
 
 def failures_seen(metrics_text: str) -> float:

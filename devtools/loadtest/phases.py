@@ -27,11 +27,14 @@ from devtools.loadtest.config import (
 )
 from devtools.loadtest.faults import FAULT_KINDS, FaultTarget
 from devtools.loadtest.measure import (
+    SOURCE_CALL_CAUSES,
     SimulatedClient,
+    SourceCallCauses,
     VersionLog,
     created_elsewhere,
     emulator_get,
     feed_created_orders,
+    gap_summary,
     orders_state_failures,
     peak_window_rate,
     percentiles,
@@ -100,7 +103,7 @@ async def run_phase(
         await asyncio.sleep(delay)  # apps start at different moments
         await client.run(stop)
 
-    spread = min(config.warmup_s, 5.0)
+    spread = min(config.warmup_s, config.start_spread_s)
     tasks = [
         asyncio.create_task(start(c, spread * i / max(1, len(clients))))
         for i, c in enumerate(clients)
@@ -110,10 +113,17 @@ async def run_phase(
             feed_created_orders(session, emulator, by_user, stop, config.created_elsewhere)
         )
     )
+    # each source call's cause is told from the same user's previous call, so the calls are
+    # followed from the phase's start: the warm-up's are not counted
+    causes = SourceCallCauses(config.list_max_age_s)
     try:
+        followed = await emulator_get(session, f"{emulator}/emulator/v1/stats")
         for _ in range(int(config.warmup_s)):
             await asyncio.sleep(1)
             tick()
+            stats = await emulator_get(session, f"{emulator}/emulator/v1/stats")
+            causes.read(followed, stats, time.time())
+            followed = stats
         # the measured part starts here
         for client in clients:
             client.stats = ClientStats()
@@ -123,6 +133,8 @@ async def run_phase(
         faulty = False
         failures: list[float | None] = []
         stats0 = await emulator_get(session, f"{emulator}/emulator/v1/stats")
+        causes.read(followed, stats0, time.time())
+        causes.counting = True
         replicas0 = await replica_requests(session, stack)
         changes0 = await emulator_get(session, f"{emulator}/emulator/v1/changes?since=0")
         seq0 = changes0["changes"][-1]["seq"] if changes0["changes"] else 0
@@ -130,6 +142,7 @@ async def run_phase(
         timeline: list[dict[str, float]] = []
         previous = stats0
         active_order_seconds = 0.0
+        sampled = started
         for second in range(int(config.duration_s)):
             if injected is not None and second == fault_from:
                 await injected.start(target, fault_until - fault_from)
@@ -142,10 +155,15 @@ async def run_phase(
             if fault is not None:
                 failures.append(await orders_state_failures(session, stack))
             stats = await emulator_get(session, f"{emulator}/emulator/v1/stats")
+            causes.read(previous, stats, time.time())
             heavy = sum(
                 stats["calls"].get(t, 0) - previous["calls"].get(t, 0) for t in HEAVY_TARGETS
             )
-            active_order_seconds += stats["active_orders"]
+            # the seconds this sample stands for: on a loaded machine the loop's second
+            # stretches, and the calls counted are those of the longer time
+            at = time.time()
+            active_order_seconds += stats["active_orders"] * (at - sampled)
+            sampled = at
             performer = stats["calls"].get(PERFORMER_TARGET, 0) - previous["calls"].get(
                 PERFORMER_TARGET, 0
             )
@@ -244,6 +262,12 @@ async def run_phase(
         recovery_s=recovery_s,
         requests_by_replica=by_replica,
         source_calls_per_client_minute=round(source_calls / (len(clients) * seconds / 60), 3),
+        source_calls_per_client_minute_by_cause={
+            cause: round(causes.causes[cause] / client_minutes, 3)
+            for cause in SOURCE_CALL_CAUSES
+            if causes.causes[cause]
+        },
+        past_max_age_gap_s=gap_summary(causes.past_max_age_gaps),
         bytes_per_client_minute_by_path={
             path: round(size / (len(clients) * seconds / 60), 1)
             for path, size in sum(

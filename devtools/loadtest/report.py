@@ -93,6 +93,18 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]
         split = "  ".join(f"{p} {b:.0f}" for p, b in phase.bytes_per_client_minute_by_path.items())
         lines.append(f"  {phase.name:<22}{split}")
     lines.append("")
+    lines.append(
+        "order source calls/client-min by cause (first, list_changed, past_max_age: "
+        "kept answer past its age, unchanged_early: asked again sooner with the same list tag):"
+    )
+    for phase in phases.values():
+        split = "  ".join(
+            f"{c} {n:.2f}" for c, n in phase.source_calls_per_client_minute_by_cause.items()
+        )
+        gap = phase.past_max_age_gap_s
+        every = f"  (past_max_age every {gap['mean']:.0f} s, p95 {gap['p95']:.0f} s)" if gap else ""
+        lines.append(f"  {phase.name:<22}{split}{every}")
+    lines.append("")
     lines.extend(wire_table(phases))
     lines.append("")
     goals = {
