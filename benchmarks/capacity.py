@@ -63,21 +63,26 @@ from shared.redis import tags_key
 PROCESSES = ("orders_state", "order_tags", "emulator")
 # what a superapp client queries on every poll (docs/capacity.md: 3M superapp clients)
 SUPERAPP = ["taxi", "eats", "grocery"]
-# per active order and minute, from `mlutp loadtest --clients 500 --duration 180 --warmup 150
-# --start-spread 120 --created-elsewhere 0.3` on 2026-11-25 at commit b672cfe (its services
-# at their defaults: list_max_age 120 s, each kept answer's limit drawn in [0.75, 1] of it;
-# docs/loadtest-results.md): each phase's requests over its active order-minutes; "part" is
-# every request but polls (parts, route, launch); "re-ask" is the polls that asked the sources
-# again (src/cl-min, SOURCE_CALLS, over the three services a poll queries), costed as what
-# they add to a poll. (Until then: a run at list_max_age 30 s, source calls 5.56 and 4.17.)
-SOURCE_CALLS = {"mlutp": 5.56, "mlutp_wait": 4.17}
+# per active order and minute (per client-minute: one active order a client), from `mlutp
+# loadtest --clients 500 --duration 180 --warmup 150 --start-spread 120 --created-elsewhere
+# 0.3`, 2026-11-25, at commit 4d29873 (its services at their defaults: list_max_age 120 s, each
+# kept answer's limit drawn in [0.75, 1] of it; docs/loadtest-results.md): each phase's
+# requests over its client-minutes; "part" is every request but polls (parts, route, launch);
+# "re-ask" is the polls that asked the sources again (src/cl-min, SOURCE_CALLS, over the three
+# services a poll queries), costed as what they add to a poll. Its waiting phase ran healthy;
+# its plain phase did not (a loaded machine: 503s, the tag store unavailable, every source
+# asked), so plain polling's rates are the run at list_max_age 30 s but for source calls,
+# an estimate: the waiting phase's changed lists (0.27) and its re-asks past the age (1.44,
+# every 116 s) at a plain client's every ~108 s (its polls 2-5 s apart). Legacy's are the run
+# at 30 s too (no list tags in it). The run at 30 s: source calls 5.56 and 4.17.
+SOURCE_CALLS = {"mlutp": 1.9, "mlutp_wait": 1.77}
 RATES = {
     "legacy": {"legacy": 9.09},
     "mlutp": {"poll": 13.74, "part": 1.66, "re-ask": SOURCE_CALLS["mlutp"] / 3},
-    "mlutp_wait": {"waiting": 3.09, "part": 1.76, "re-ask": SOURCE_CALLS["mlutp_wait"] / 3},
+    "mlutp_wait": {"waiting": 3.07, "part": 1.46, "re-ask": SOURCE_CALLS["mlutp_wait"] / 3},
 }
-# heavy upstream calls (totw, eats and grocery details) per active order-minute, the same run
-HEAVY_CALLS = {"legacy": 8.87, "mlutp": 1.27, "mlutp_wait": 1.36}
+# heavy upstream calls (totw, eats and grocery details) per active order-minute, the same runs
+HEAVY_CALLS = {"legacy": 8.87, "mlutp": 1.27, "mlutp_wait": 1.19}
 # an app with no active order polls every 30 s ±10 % (the protocol's interval with no orders,
 # its jitter); waiting, its poll is held 25 s (wait_ms) plus up to 1/16 of it, and it polls
 # again at once
