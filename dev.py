@@ -2,9 +2,9 @@
 """The project's two commands, needing nothing but Python 3.11+:
 
     python3 dev.py run    # create .venv, install the project, run the stack (`mlutp run`)
-    python3 dev.py test   # create .venv if needed, add the test tools, then ruff, mypy, the
-                          # test suite, and the JS client's tests with Node's own runner
-                          # (`node --test`)
+    python3 dev.py test   # create .venv if needed, add the test tools, then ruff, mypy
+                          # while the test suite runs, and the JS client's tests with Node's
+                          # own runner (`node --test`)
 
 Extra arguments go to `mlutp run` or to pytest. `run` installs what running needs only (the
 project's dependencies); `test` adds the `dev` extra (the test tools, mypy, ruff), and a venv
@@ -112,14 +112,29 @@ def main() -> None:
         os.execv(BIN / "mlutp", [str(BIN / "mlutp"), "run", *rest])
     call(BIN / "ruff", "check", ".")
     call(BIN / "ruff", "format", "--check", ".")
-    call(BIN / "mypy")
-    # the suite in parallel (pytest-xdist): most of its time is spent waiting on processes,
-    # sockets and timers, so twice as many workers as cores. The tests are handed out one at a
-    # time (--maxschedchunk 1), the long ones first (tests/conftest.py): in chunks, a worker
-    # could be left with several long ones while the others idle. `-n 0` among the extra
-    # arguments runs the suite in one process
-    workers = str(test_workers())
-    call(BIN / "pytest", "-n", workers, "--dist", "load", "--maxschedchunk", "1", *rest)
+    # mypy (a minute on a clean clone) checks while the tests run, which mostly wait; what it
+    # says is shown after them
+    mypy = subprocess.Popen(
+        [BIN / "mypy"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        # the suite in parallel (pytest-xdist): most of its time is spent waiting on processes,
+        # sockets and timers, so twice as many workers as cores. The tests are handed out one
+        # at a time (--maxschedchunk 1), the long ones first (tests/conftest.py): in chunks, a
+        # worker could be left with several long ones while the others idle. `-n 0` among the
+        # extra arguments runs the suite in one process
+        workers = str(test_workers())
+        pytest = [BIN / "pytest", "-n", workers, "--dist", "load", "--maxschedchunk", "1", *rest]
+        tests = subprocess.run([str(a) for a in pytest], cwd=ROOT)
+        checked, _ = mypy.communicate()
+    finally:
+        if mypy.poll() is None:
+            mypy.kill()
+            mypy.wait()
+    print(checked, end="", flush=True)
+    for done in (mypy, tests):
+        if done.returncode != 0:
+            raise SystemExit(done.returncode)
     node = shutil.which("node")
     if node is None:
         print("node not found: the JS client's tests (tests/js) did not run; Node 20+ runs them")
