@@ -1,7 +1,8 @@
 """Tag reads of concurrent polls joined into one order_tags call (request coalescing, as a
 DataLoader does): the polls that reach their tag read in the same turn of the event loop share
 one request, up to order_tags' limits per request. The call goes out on the loop's next turn,
-or `gather_s` after the first read joined it, unless `max_in_flight` calls are out already:
+or, when another read came within `gather_s` or a call is out (reads come often enough to
+join), `gather_s` after the first read joined it, unless `max_in_flight` calls are out already:
 then the reads that come meanwhile gather and go out together as soon as one of those calls
 is answered, or at once when they fill a call (adaptive batching: a read waits at most the
 gather time or one call's round trip). Under load one order_tags request (one HTTP exchange,
@@ -79,6 +80,9 @@ class JoinedTagReads:
         # a part-filled batch goes out no sooner than this after its first read: the reads
         # of that time join it (0: the next turn of the loop)
         self.gather_s = gather_s
+        # when the last read came (the loop's clock): a read within the gather time of it
+        # gathers, one after a quiet spell goes out at once
+        self._last_read_at = float("-inf")
         # 0: no limit, every turn's reads go out at once
         self.max_in_flight = max_in_flight
         # the batch that reads join now, and full ones waiting for a call to end
@@ -114,9 +118,17 @@ class JoinedTagReads:
         if batch is None or not batch.fits(orders, lists, force_per_minute):
             if batch is not None:
                 self._full.append(batch)
-            batch = self._open = _Batch(force_per_minute, deadline_s, gathered=not self.gather_s)
-            if self.gather_s:
+            now = loop.time()
+            # gathering pays only when reads come closer than the gather time or a call is
+            # out: a lone read (paced polls) goes on the next turn, which spares it the wait
+            # and the process the timer's wakeup
+            gather = bool(self.gather_s) and (
+                bool(self._sending) or now - self._last_read_at < self.gather_s
+            )
+            batch = self._open = _Batch(force_per_minute, deadline_s, gathered=not gather)
+            if gather:
                 loop.call_later(self.gather_s, self._gathered, batch)
+        self._last_read_at = loop.time()
         reader = _Reader(orders, lists, force, loop.create_future())
         batch.readers.append(reader)
         batch.orders += len(orders)

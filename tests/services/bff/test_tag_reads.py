@@ -281,25 +281,45 @@ async def test_one_answer_order_tags_refuses_does_not_cost_the_others_their_keep
     await joined.close()
 
 
+async def test_a_lone_read_goes_out_at_once_and_reads_that_follow_it_gather():
+    store = EchoStore()
+    joined = JoinedTagReads(store, max_in_flight=0, gather_s=60.0)  # type: ignore[arg-type]
+    # no read came within the gather time: this one is not held for it (it would be held a
+    # minute here), so paced polls pay neither the wait nor the timer
+    first = await asyncio.wait_for(joined.read(*poll_of("first", 1)), timeout=5)
+    assert [o.orderid for o in first.orders] == ["first-0"]
+    # one that comes within the gather time of it gathers
+    second = asyncio.create_task(joined.read(*poll_of("second", 1)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not second.done()
+    await asyncio.wait_for(joined.close(), timeout=5)
+    assert [o.orderid for o in (await second).orders] == ["second-0"]
+    assert store.calls == [(1, 2), (1, 2)]
+
+
 async def test_reads_of_different_turns_within_the_gather_time_go_as_one_call():
     store = EchoStore()
     joined = JoinedTagReads(store, max_in_flight=0, gather_s=0.05)  # type: ignore[arg-type]
+    # reads come often: the one before these went out alone, these gather
+    await joined.read(*poll_of("before", 1))
     reads = []
     for index in range(4):
         reads.append(asyncio.create_task(joined.read(*poll_of(f"u{index}", 1))))
         await asyncio.sleep(0)  # the next read comes a turn later
     answers = await asyncio.gather(*reads)
-    assert store.calls == [(4, 8)]
+    assert store.calls == [(1, 2), (4, 8)]
     assert [a.orders[0].orderid for a in answers] == [f"u{i}-0" for i in range(4)]
-    # a lone read is not held past the gather time
+    # a read that gathers is not held past the gather time
     alone = await joined.read(*poll_of("alone", 1))
     assert [o.orderid for o in alone.orders] == ["alone-0"]
-    assert store.calls == [(4, 8), (1, 2)]
+    assert store.calls == [(1, 2), (4, 8), (1, 2)]
 
 
 async def test_closing_sends_a_read_still_gathering_and_answers_it():
     store = EchoStore()
     joined = JoinedTagReads(store, max_in_flight=0, gather_s=60.0)  # type: ignore[arg-type]
+    await joined.read(*poll_of("before", 1))  # reads come often: the next one gathers
     read = asyncio.create_task(joined.read(*poll_of("last", 1)))
     await asyncio.sleep(0)  # joined a batch that gathers for a minute
     await asyncio.wait_for(joined.close(), timeout=5)
