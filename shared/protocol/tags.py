@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -81,6 +82,13 @@ def encode_tag(
     return prefix + encoded
 
 
+# clients resend the tags they were given, poll after poll, and one poll decodes each of its
+# tags several times (validity, the versions a client holds, the content tags its sources
+# get): a pure function of the string, whose answer (frozen) is shared
+DECODED_TAGS_CACHED = 4096
+
+
+@functools.lru_cache(maxsize=DECODED_TAGS_CACHED)
 def decode_tag(tag: str) -> ClientTag | None:
     """The tag's parts, or None when it does not decode (an invalid tag)."""
     if len(tag) > MAX_ACCEPTED_TAG_LENGTH:
