@@ -114,7 +114,7 @@ class Listings:
             except msgspec.DecodeError:
                 log.warning("a kept answer does not decode", extra={"service": service})
                 continue
-            self.metrics.sources.labels(service, "kept").inc()
+            self.metrics.source_call(service, "kept").inc()
         return answers
 
     def keep(
@@ -138,14 +138,14 @@ class Listings:
             except BadRequest:
                 # order_tags would refuse it (too large or too deep), and with it the other
                 # users' answers joined in its call
-                self.metrics.tag_cache.labels("keep_skipped").inc()
+                self.metrics.tag_cache_call("keep_skipped").inc()
                 continue
             max_age_ms = kept_answer_max_age_ms(self.max_age_ms, self.rng)
             answers.append(KeptAnswerOut(service, user_id, entry.tag, encoded, max_age_ms))
         if not answers:
             return
         if len(self._keeping) >= self.max_keeping:
-            self.metrics.tag_cache.labels("keep_skipped").inc(len(answers))
+            self.metrics.tag_cache_call("keep_skipped").inc(len(answers))
             return
         # one call for the poll's answers (joined with other polls' where the store joins)
         task = asyncio.create_task(self.tag_cache.keep(answers))

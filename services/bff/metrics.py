@@ -156,6 +156,27 @@ class BffMetrics:
             registry=registry,
         )
 
+        # label lookups cost more than the update itself (a poll makes several): the children
+        # of the per-poll counters kept per label set, made on first use as labels() makes
+        # them, so /metrics shows the same series
+        self._tag_cache_children: dict[str, Counter] = {}
+        self._source_children: dict[tuple[str, str], Counter] = {}
+
+    def tag_cache_call(self, outcome: str) -> Counter:
+        """mlutp_tag_cache_calls of one outcome."""
+        child = self._tag_cache_children.get(outcome)
+        if child is None:
+            child = self._tag_cache_children[outcome] = self.tag_cache.labels(outcome)
+        return child
+
+    def source_call(self, service: str, outcome: str) -> Counter:
+        """mlutp_order_source_calls of one service and outcome."""
+        key = (service, outcome)
+        child = self._source_children.get(key)
+        if child is None:
+            child = self._source_children[key] = self.sources.labels(service, outcome)
+        return child
+
     def ignored_names(self, ignored: Mapping[str, int]) -> None:
         """Count the names of supported_services a poll did not consider, by why."""
         for reason, count in ignored.items():

@@ -74,9 +74,7 @@ class SourceCalls:
         shared: set[str] = set()
         for service, (result, joined) in zip(served, results, strict=True):
             outcome = "ok" if result else "unavailable"
-            self.metrics.sources.labels(
-                service, f"coalesced_{outcome}" if joined else outcome
-            ).inc()
+            self.metrics.source_call(service, f"coalesced_{outcome}" if joined else outcome).inc()
             answers[service] = result
             if joined:
                 shared.add(service)

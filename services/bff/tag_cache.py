@@ -102,7 +102,7 @@ class TagCache:
         if not orders and not lists:
             return TagsRead({}, {}, {})
         if not self.circuit.allow(self.clock()):
-            self.metrics.tag_cache.labels("circuit_open").inc()
+            self.metrics.tag_cache_call("circuit_open").inc()
             self._unavailable()
             return None
         # a user with more orders than one call takes: batches within the limit, together;
@@ -125,12 +125,12 @@ class TagCache:
             # the request was refused, the cache works: this poll degrades (with those whose
             # reads were joined in the same call), not the cache for everyone
             self.circuit.abandon()
-            self.metrics.tag_cache.labels("rejected").inc()
+            self.metrics.tag_cache_call("rejected").inc()
             return None
         except OrderTagsUnavailable:
             self.circuit.failure(self.clock())
             self._unavailable()
-            self.metrics.tag_cache.labels("unavailable").inc()
+            self.metrics.tag_cache_call("unavailable").inc()
             self.metrics.circuit_open.set(int(self.circuit.is_open))
             return None
         except BaseException:
@@ -139,7 +139,7 @@ class TagCache:
             raise
         self.circuit.success()
         self.unavailable_since_ms = None
-        self.metrics.tag_cache.labels("ok").inc()
+        self.metrics.tag_cache_call("ok").inc()
         self.metrics.circuit_open.set(0)
         read = TagsRead({}, {}, {})
         for chunk, sent in zip(chunks, forced_in, strict=True):
@@ -163,7 +163,7 @@ class TagCache:
         try:
             await self.client.keep_answers(answers)
         except (OrderTagsUnavailable, OrderTagsRejected):
-            self.metrics.tag_cache.labels("keep_failed").inc()
+            self.metrics.tag_cache_call("keep_failed").inc()
 
     async def create_missing(
         self, missing: dict[OrderKey, list[str]], owner: str | None = None
@@ -185,7 +185,7 @@ class TagCache:
                 *(self.client.create(chunk) for chunk in batched(requests, MAX_BATCH))
             )
         except OrderTagsUnavailable:
-            self.metrics.tag_cache.labels("create_failed").inc()
+            self.metrics.tag_cache_call("create_failed").inc()
             return {}
         self.metrics.tags_created.inc(len(requests))
         return {key: tags for chunk in chunks for key, tags in chunk.items()}
