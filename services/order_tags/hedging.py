@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -68,52 +68,18 @@ class Hedging:
 
     async def run(self, operation: Callable[[], Awaitable[T]]) -> T:
         """The first answer of `operation`'s attempts; the last failure when every attempt
-        failed. Unbounded in time by itself: the caller's deadline bounds it."""
+        failed. Unbounded in time by itself: the caller's deadline bounds it.
+
+        The first attempt is awaited in the caller's task and the hedges start from a timer:
+        most calls are answered before the hedge's time, and then cost a timer, not a task
+        and an asyncio.wait each. A hedge that answers first cuts the first attempt short by
+        cancelling the caller's task (taken back at once, as asyncio.timeout does)."""
         if self.after_s <= 0 or self.attempts <= 1:
             return await operation()
         self.budget.call(self.clock())
-        loop = asyncio.get_running_loop()
-        pending: set[asyncio.Future[T]] = {asyncio.ensure_future(operation())}
-        started = 1
-        next_at = loop.time() + self.after_s
-        # whether another attempt may still go out
-        hedging = True
-        last_error: BaseException | None = None
-        try:
-            while True:
-                if pending:
-                    timeout = max(0.0, next_at - loop.time()) if hedging else None
-                    done, pending = await asyncio.wait(
-                        pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    for attempt in done:
-                        error = attempt.exception()
-                        if error is None:
-                            return attempt.result()
-                        if not _retryable(error):
-                            raise error
-                        last_error = error
-                    if pending and (done or not hedging):
-                        # a failure while another attempt is out: that one may still answer
-                        # (and the next hedge keeps its time)
-                        continue
-                # silence until the hedge's time, or every attempt out has failed (a reset
-                # connection: the next goes at once)
-                if not hedging or not self._may_hedge():
-                    hedging = False
-                    if not pending:
-                        assert last_error is not None
-                        raise last_error
-                    continue
-                pending.add(asyncio.ensure_future(operation()))
-                started += 1
-                next_at = loop.time() + self.after_s
-                hedging = started < self.attempts
-        finally:
-            for attempt in pending:
-                attempt.cancel()
-                self._losers.add(attempt)
-                attempt.add_done_callback(self._forget)
+        task = asyncio.current_task()
+        assert task is not None
+        return await _Race(self, operation, task).run()
 
     def _may_hedge(self) -> bool:
         now = self.clock()
@@ -130,3 +96,130 @@ class Hedging:
         if not attempt.cancelled():
             # retrieved, so that a loser's failure is not logged as never retrieved
             attempt.exception()
+
+
+class _Race(Generic[T]):
+    """One hedged call: the first attempt, awaited in the caller's `task`, and the hedges,
+    each a task started by the timer (silence) or at once when every attempt out failed."""
+
+    def __init__(self, hedging: Hedging, operation: Callable[[], Awaitable[T]], task: Any) -> None:
+        self.hedging = hedging
+        self.operation = operation
+        self.task: asyncio.Task[Any] = task
+        self.loop = asyncio.get_running_loop()
+        # the cancellations asked of the caller's task before this call: more after ours
+        # were asked by someone else (its deadline), and are not taken back
+        self.cancelling = task.cancelling()
+        self.hedges: set[asyncio.Future[T]] = set()
+        self.started = 1
+        # whether another attempt may still go out
+        self.hedging_on = True
+        self.timer: asyncio.TimerHandle | None = None
+        # the first attempt is still awaited in the caller's task
+        self.first_out = True
+        # the verdict: a hedge's answer, or an error that ends the call
+        self.decided = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self.last_error: BaseException | None = None
+        # the caller's task was cancelled to cut the first attempt short
+        self.interrupted = False
+        # set once decided while the first attempt is over
+        self.waiter: asyncio.Future[None] | None = None
+
+    async def run(self) -> T:
+        self.timer = self.loop.call_later(self.hedging.after_s, self._silence)
+        try:
+            try:
+                answer = await self.operation()
+            except asyncio.CancelledError:
+                if not self.interrupted:
+                    raise
+                # cut short by a hedge's verdict (its connection closed, as for any loser)
+                self.hedging.on_loser()
+                if self.task.uncancel() > self.cancelling:
+                    raise
+                return self._verdict()
+            except BaseException as error:
+                if not _retryable(error):
+                    raise
+                self.last_error = error
+            else:
+                if self.interrupted:
+                    # answered anyway, just as a hedge did: the cancellation is taken back
+                    self.task.uncancel()
+                return answer
+            self.first_out = False
+            if not self.decided and not self.hedges:
+                self._next_at_once()
+            if not self.decided:
+                self.waiter = self.loop.create_future()
+                await self.waiter
+            return self._verdict()
+        finally:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.decided = True
+            for hedge in self.hedges:
+                hedge.cancel()
+                self.hedging._losers.add(hedge)
+                hedge.add_done_callback(self.hedging._forget)
+
+    def _verdict(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+    def _silence(self) -> None:
+        """The hedge's time passed with no answer: one more attempt, if the budget allows."""
+        self.timer = None
+        if self.decided or not self.hedging_on:
+            return
+        if not self.hedging._may_hedge():
+            self.hedging_on = False
+            return
+        self._start()
+
+    def _start(self) -> None:
+        hedge = asyncio.ensure_future(self.operation())
+        self.hedges.add(hedge)
+        hedge.add_done_callback(self._hedge_done)
+        self.started += 1
+        self.hedging_on = self.started < self.hedging.attempts
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = (
+            self.loop.call_later(self.hedging.after_s, self._silence) if self.hedging_on else None
+        )
+
+    def _next_at_once(self) -> None:
+        """Every attempt out has failed (a reset connection): the next goes now, or the call
+        ends with the last failure."""
+        if self.hedging_on and self.hedging._may_hedge():
+            self._start()
+            return
+        self.hedging_on = False
+        self._decide(None, self.last_error)
+
+    def _hedge_done(self, hedge: asyncio.Future[T]) -> None:
+        self.hedges.discard(hedge)
+        if self.decided:
+            return
+        error = hedge.exception()
+        if error is None:
+            self._decide(hedge.result(), None)
+        elif not _retryable(error):
+            self._decide(None, error)
+        else:
+            self.last_error = error
+            if not self.first_out and not self.hedges:
+                self._next_at_once()
+
+    def _decide(self, result: T | None, error: BaseException | None) -> None:
+        self.decided = True
+        self.result, self.error = result, error
+        if self.first_out:
+            self.interrupted = True
+            self.task.cancel()
+        elif self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)

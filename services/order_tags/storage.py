@@ -20,7 +20,7 @@ from services.order_tags.scripts import (
     SET_TAGS_SCRIPT,
 )
 from shared.errors import BadRequest, RedisUnavailable
-from shared.protocol.tags import new_content_tag
+from shared.protocol.tags import new_content_tag, new_content_tags
 from shared.redis import RedisClient, force_key, kept_answer_key, list_key, tags_key
 from shared.wire import MAX_PARTS, ForcedOrder, ListKey, OrderKey
 
@@ -135,6 +135,10 @@ class RedisTagStore:
         self._set_script = redis.register_script(SET_TAGS_SCRIPT)
         self._delete_script = redis.register_script(DELETE_TAGS_SCRIPT)
         self._bump_list_script = redis.register_script(BUMP_LIST_SCRIPT)
+        # EVALSHA: the script's ~1 KB body is not packed and sent on every read; a Redis
+        # that does not know it (restarted) answers NOSCRIPT, and the Script loads it and
+        # runs it again
+        self._read_all_script = redis.register_script(READ_ALL_SCRIPT)
 
     def _reopen_soon(self) -> None:
         """A hedge's losing attempt closed its connection and put it back on top of the pool
@@ -202,7 +206,7 @@ class RedisTagStore:
                 key = force_key(each.service, each.orderid, each.user_id)
                 pipe.incr(key)
                 pipe.expire(key, FORCE_WINDOW_S, nx=True)
-            for one in lists:
+            for one, new_tag in zip(lists, new_content_tags(len(lists)), strict=True):
                 # the list tag, or a new one if there is none: a source's answer is kept only
                 # under a tag read before the source is asked
                 tag, kept = (
@@ -211,7 +215,7 @@ class RedisTagStore:
                 )
                 # EVAL, not EVALSHA: a script never loaded on a node (a restart, a new
                 # master) is no error; Redis keeps the compiled script by its digest
-                pipe.eval(READ_LIST_SCRIPT, 2, tag, kept, new_content_tag(), self.ttl_s)
+                pipe.eval(READ_LIST_SCRIPT, 2, tag, kept, new_tag, self.ttl_s)
             results = await pipe.execute()
             tags = [split_created(stored) for stored in results[: len(orders)]]
             counts = results[len(orders) : len(orders) + 2 * len(forced) : 2]
@@ -241,8 +245,8 @@ class RedisTagStore:
         for one in lists:
             keys += [list_key(one.service, one.user_id), kept_answer_key(one.service, one.user_id)]
         args: list[str | int] = [len(orders), len(forced), FORCE_WINDOW_S, self.ttl_s]
-        args += [new_content_tag() for _ in lists]
-        hashes, counts, listed = await self.redis.eval(READ_ALL_SCRIPT, len(keys), *keys, *args)
+        args += new_content_tags(len(lists))
+        hashes, counts, listed = await self._read_all_script(keys=keys, args=args)
         tags = [split_created(dict(zip(flat[::2], flat[1::2], strict=True))) for flat in hashes]
         honoured = {
             order for order, count in zip(forced, counts, strict=True) if count <= force_per_minute

@@ -40,6 +40,9 @@ async def test_killed_redis_gives_fast_503_then_recovers(
 ):
     status, _, _ = await timed_post(client, "/v1/tags/set", SET)
     assert status == 200
+    # a read runs its script by digest (EVALSHA): the Redis knows it from now on
+    status, _, _ = await timed_post(client, "/v1/tags/get", GET)
+    assert status == 200
 
     own_redis.stop()
     for path, body in (("/v1/tags/get", GET), ("/v1/tags/set", SET)):
@@ -53,6 +56,9 @@ async def test_killed_redis_gives_fast_503_then_recovers(
     status, body, _ = await timed_post(client, "/v1/tags/set", SET)
     assert status == 200 and body["tags"] == {"fast_info": "v1"}
     assert (await client.get("/ping")).status == 200
+    # the restarted Redis does not know the read's script (NOSCRIPT): it is loaded again
+    status, body, _ = await timed_post(client, "/v1/tags/get", GET)
+    assert status == 200 and body["orders"][0]["tags"] == {"fast_info": "v1"}
 
 
 async def test_paused_redis_gives_503_within_the_deadline(

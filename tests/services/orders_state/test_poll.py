@@ -268,14 +268,14 @@ async def test_one_order_tags_call_per_poll_whatever_the_number_of_orders(
     _, body, _ = await poll(orders_state, unique, {"known_orders": known, **supported})
     assert sorted(o["orderid"] for o in body["orders"]) == sorted(ids)
     commandstats = redis_sync.info("commandstats")
-    # one command on a single Redis (a script): the three orders' tags, and each list's tag
-    # (SET NX GET) and kept answer
-    assert commandstats["cmdstat_eval"]["calls"] == 1
+    # one command on a single Redis (a script, by its digest: its body is not sent each
+    # time): the three orders' tags, and each list's tag (SET NX GET) and kept answer
+    assert commandstats["cmdstat_evalsha"]["calls"] == 1
     assert commandstats["cmdstat_hgetall"]["calls"] == 3
     assert commandstats["cmdstat_set"]["calls"] == commandstats["cmdstat_get"]["calls"] == 2
     assert set(commandstats) <= {
         "cmdstat_hgetall",
-        "cmdstat_eval",
+        "cmdstat_evalsha",
         "cmdstat_set",
         "cmdstat_get",
         "cmdstat_info",

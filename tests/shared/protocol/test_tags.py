@@ -13,9 +13,12 @@ from shared.protocol.tags import (
     decode_tag,
     encode_tag,
     known_content_tags,
+    new_content_tag,
+    new_content_tags,
     upstream_content_tags,
     valid_tag,
 )
+from shared.wire import CONTENT_TAG_PATTERN
 
 NOW = 1_800_000_000_000
 URL_SAFE = re.compile(r"^[A-Za-z0-9._~-]+$")
@@ -118,3 +121,15 @@ def test_an_order_source_gets_the_content_tag_of_each_part_the_client_holds_one_
         "fast_info": "v17",
         "chat": "b19a-xyz",
     }
+
+
+def test_content_tags_made_together_are_each_unique_and_of_one_tags_form() -> None:
+    # a read makes one for each of its lists with one draw: no two alike, none like another
+    # read's, each as new_content_tag makes it (the time, then 48 random bits)
+    made = [tag for _ in range(50) for tag in new_content_tags(3)]
+    assert len(set(made)) == len(made) == 150
+    alone = new_content_tag()
+    for tag in made:
+        assert re.match(CONTENT_TAG_PATTERN, tag)
+        assert len(tag) == len(alone) and tag[0] == alone[0] and "-" in tag
+    assert new_content_tags(0) == []
