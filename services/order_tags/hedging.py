@@ -141,6 +141,11 @@ class _Race(Generic[T]):
                     raise
                 return self._verdict()
             except BaseException as error:
+                if self.interrupted:
+                    # the first attempt failed as it was cut short: the verdict stands
+                    self.hedging.on_loser()
+                    self.task.uncancel()
+                    return self._verdict()
                 if not _retryable(error):
                     raise
                 self.last_error = error

@@ -165,3 +165,26 @@ async def test_the_callers_deadline_cancels_every_attempt() -> None:
             await hedging().run(attempts)
     assert len(attempts.answers) == HEDGE_ATTEMPTS
     assert all(answer.cancelled() for answer in attempts.answers)
+
+
+async def test_a_hedge_that_wins_leaves_the_callers_task_and_deadline_as_they_were() -> None:
+    # the first attempt is awaited in the caller's task, and a winning hedge cuts it short
+    # by cancelling that task: the cancellation is taken back, the caller goes on uncancelled
+    # and its own deadline still works
+    attempts = Attempts()
+
+    async def caller() -> str:
+        async with asyncio.timeout(10):
+            answer = await hedging().run(attempts)
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+        await asyncio.sleep(0)  # no cancellation left pending either
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0):
+                await asyncio.sleep(1)
+        return answer
+
+    call = asyncio.ensure_future(caller())
+    (await attempts.nth(2)).set_result("from the hedge")
+    assert await call == "from the hedge"
+    assert attempts.answers[0].cancelled()
