@@ -79,6 +79,11 @@ def find_redis_server(choice: str | None = None) -> str:
 # below the kernel's ephemeral range: the ports outgoing connections take for themselves, so a
 # port chosen there may be a client socket's by the time a server binds it
 _LISTEN_PORTS = range(20000, 32768)
+# "LOW-HIGH": free_port chooses in that share of the range alone. Processes started side by
+# side that each hand out ports (the test suite's parallel workers, and the stacks they start,
+# which inherit it) are given shares of their own, so two never choose the same port before
+# either binds it
+FREE_PORTS_ENV = "MLUTP_FREE_PORTS"
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
@@ -99,11 +104,29 @@ def _bindable(host: str, port: int) -> bool:
         return True
 
 
+def _listen_ports() -> range:
+    low, high = _LISTEN_PORTS.start, min(_LISTEN_PORTS.stop, _ephemeral_low())
+    share = os.environ.get(FREE_PORTS_ENV, "")
+    if share:
+        first, _, last = share.partition("-")
+        low, high = max(low, int(first)), min(high, int(last) + 1)
+    return range(low, high)
+
+
+def free_port_share(index: int, count: int) -> str:
+    """The MLUTP_FREE_PORTS of share `index` (from 0) of `count` equal shares."""
+    ports = range(_LISTEN_PORTS.start, min(_LISTEN_PORTS.stop, _ephemeral_low()))
+    size = len(ports) // count
+    low = ports.start + index * size
+    return f"{low}-{low + size - 1}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A loopback port nothing listens on, for a server started next. It is free only until
-    someone binds it, so: outside the ephemeral range (no outgoing connection takes it), and
-    never the same one twice in this process (two servers started side by side)."""
-    ports = range(_LISTEN_PORTS.start, min(_LISTEN_PORTS.stop, _ephemeral_low()))
+    someone binds it, so: outside the ephemeral range (no outgoing connection takes it), never
+    the same one twice in this process (two servers started side by side), and within this
+    process's share (MLUTP_FREE_PORTS) where it has one."""
+    ports = _listen_ports()
     with _handed_out_lock:
         for _ in range(200):
             port = random.choice(ports) if ports else 0

@@ -22,7 +22,7 @@ from emulator.keys import STATS
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from shared.config import RedisSettings
-from shared.embedded_redis import EmbeddedRedis
+from shared.embedded_redis import FREE_PORTS_ENV, EmbeddedRedis, free_port_share
 
 TEST_TOKEN = "test-token"
 
@@ -74,6 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # the hooks of xdist's controller exist only where xdist is installed
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(WorkerSummaries(), "mlutp-worker-summaries")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None:
+        # each worker its own share of the listening ports, and the stacks it starts with it:
+        # a port one worker chose is not yet bound while its server starts, and another
+        # worker's free_port would find it free
+        index = int(worker.removeprefix("gw"))
+        count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+        os.environ[FREE_PORTS_ENV] = free_port_share(index, count)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

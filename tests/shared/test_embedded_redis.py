@@ -3,6 +3,7 @@ this one; PATH is an explicit override; an old Redis is refused with its version
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import pytest
 import redis
 
 from shared.embedded_redis import (
+    FREE_PORTS_ENV,
     EmbeddedRedis,
     find_redis_server,
     free_port,
+    free_port_share,
     redis_server_version,
     wheel_redis_server,
 )
@@ -63,3 +66,13 @@ def test_free_ports_are_never_handed_out_twice_and_stay_out_of_the_ephemeral_ran
     assert len(set(ports)) == len(ports)
     if ephemeral_low > 20000:
         assert all(port < ephemeral_low for port in ports)
+
+
+def test_a_share_of_the_free_ports_is_kept_to(monkeypatch: pytest.MonkeyPatch):
+    # the suite's parallel workers each hand out ports from a share of their own
+    shares = [free_port_share(index, 4) for index in range(4)]
+    bounds = [tuple(int(end) for end in share.split("-")) for share in shares]
+    assert all(high < next_low for (_, high), (next_low, _) in itertools.pairwise(bounds))
+    monkeypatch.setenv(FREE_PORTS_ENV, shares[2])
+    low, high = bounds[2]
+    assert all(low <= free_port() <= high for _ in range(50))
