@@ -4,8 +4,9 @@ wires them), admission, waiting polls and part service, over the simulated tag s
 sources, upstreams and wake-ups. What the aiohttp handlers do around them (parse the body,
 answer 503 past the cap) is done here in a few lines; the HTTP layer itself is not simulated.
 
-Two thin subclasses, neither changing what the product does: the engine tells an observer of
-each look (the invariants checked look by look), and the listings keep a poll's answers in
+Three thin subclasses, none changing what the product does: the engine tells an observer of
+each look (the invariants checked look by look), the waiting polls check each poll held from
+a kept look (the watch cache) against a fresh look, and the listings keep a poll's answers in
 service order, where the engine hands them over in the order of a set of service names, which
 is the interpreter's hash order: with it, a seed would replay differently under another
 PYTHONHASHSEED."""
@@ -37,10 +38,11 @@ from services.bff.tag_cache import TagCache, TagsRead
 from services.bff.tag_reads import JoinedTagReads
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitCause, WaitingPolls
+from services.orders_state.waiting.polls import WaitCause, WaitingPolls, _Wait
 from shared.answer import AnsweredOrder
 from shared.errors import Overloaded
 from shared.policy import PartEndpoint, PollingPolicy, Stage
+from shared.protocol.waiting import KeptLook, has_news
 from shared.upstream_wire import SourceResponse
 from shared.wire import USER_HEADER, OrderKey
 
@@ -75,6 +77,13 @@ class LookObserver(Protocol):
         """A held poll looked again though its process knew `lost` ("the tag cache",
         "pub/sub") was gone."""
 
+    def kept_look_missed(
+        self, process: str, user_id: str, channels: Sequence[str], since_s: float, news: str
+    ) -> None:
+        """A poll held from a kept look that a fresh look made at that moment answers with
+        news (`news` says which): the watch cache hid a change, unless a message on one of
+        its channels was lost since `since_s` (loop time of the kept look)."""
+
 
 class PollObserver(LookObserver, WatchObserver, Protocol):
     def answered(self, process: str, user_id: str, reply: PollReply) -> None: ...
@@ -104,6 +113,48 @@ class ObservedEngine(OrdersStateEngine):
         result = await super().look(poll, handing_out=handing_out)
         self.observer.look(self.process, poll.user_id, poll.known, started, result, before)
         return result
+
+
+class CheckedWaitingPolls(WaitingPolls):
+    """The waiting polls, each poll held from a kept look (the watch cache) checked at that
+    moment against a fresh look: one with news is a change the cache made it miss. The fresh
+    look is the one the poll made before the cache, so the sources and the store see the
+    same calls; its answer is only compared, never sent."""
+
+    observer: PollObserver
+    process: str
+
+    async def _held_from(
+        self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
+    ) -> LookResult:
+        held = await super()._held_from(wait, kept, result, channels)
+        wakeups = self.wakeups
+        assert wakeups is not None
+        stamp = wakeups.stamp(channels)
+        loop = asyncio.get_running_loop()
+        since_s = loop.time() - (time.time() * 1000 - kept.since_ms) / 1000
+        fresh = await self.engine.look(wait.poll)
+        # a write during the fresh look rings the held poll: only what was there before counts
+        if wakeups.stamp(channels) == stamp and not fresh.cannot_wait:
+            news = _news(wait.known_statuses, fresh)
+            if news:
+                self.observer.kept_look_missed(
+                    self.process, wait.poll.user_id, channels, since_s, news
+                )
+        return held
+
+
+def _news(known_statuses: Mapping[OrderKey, str], fresh: LookResult) -> str:
+    if not has_news(known_statuses, fresh.orders, policy_changed=fresh.policy_changed):
+        return ""
+    return (
+        "; ".join(
+            f"{o.key.service}:{o.key.orderid} {o.status}"
+            + (f" need_request {list(o.need_request)}" if getattr(o, "need_request", None) else "")
+            for o in fresh.orders
+        )
+        or "a known order left out"
+    )
 
 
 def _caller(user_id: str) -> Caller:
@@ -199,7 +250,7 @@ class BffProcess:
         self.engine = engine
         self.hub = SimWakeups(loop.time, lambda: store.up, observer)
         store.subscribers.append(self.hub)
-        self.waiting = WaitingPolls(
+        self.waiting = CheckedWaitingPolls(
             engine,
             self.admission,
             self.hub,
@@ -207,6 +258,8 @@ class BffProcess:
             WaitingMetrics(registry),
             rng=random.Random(rng.random()),
         )
+        self.waiting.observer = observer
+        self.waiting.process = name
         self.parts = PartService(
             policy,
             self.tag_cache,

@@ -25,6 +25,10 @@ Look by look:
 - `lost_redis`: a held poll never looks again once its process knows the tag cache or its
   pub/sub connection is lost: it answers with its last look ("losing Redis must cost the
   sources nothing in that instant").
+- `watch_cache`: a poll held from its client's last look with no new look (docs/protocol.md:
+  Waiting poll) misses nothing a fresh look at that moment would have answered as news,
+  unless a message on one of its channels was lost since that look (a lost wake-up: the
+  next full look, within 0.75 × list_max_age, sees it).
 
 Client by client, after the run:
 - `fresh`: a status change whose list tag was written is seen within one interval (one wait
@@ -32,7 +36,8 @@ Client by client, after the run:
   interval; a finished order is gone from the client within one interval of its bump, or
   `list_max_age` and one interval without it. When the tag store was unavailable or emptied
   meanwhile: within the degraded TTL and one (degraded) interval after it is back; when the
-  order's source or part upstream failed: that long after it is back.
+  order's source or part upstream failed: that long after it is back; when its wake-up was
+  lost: within 0.75 × list_max_age (the watch cache's full look) and one wait after the loss.
 
 Window by window (every 5 s, and anchored at each fault's start and end):
 - `load`: order-source calls and heavy part calls stay at or below what the same clients
@@ -68,12 +73,16 @@ from services.bff.engine import LookResult
 from services.bff.known_orders import ParsedKnownOrder
 from shared.answer import ActualOrder, StaleOrder
 from shared.policy import PartEndpoint, PollingPolicy
+from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
 from shared.protocol.tags import valid_tag
 from shared.redis import list_channel, tags_channel
 from shared.wire import OrderKey
 
 LIST_MAX_AGE_S = SETTINGS.list_max_age_s
 MIN_TTL_S = SETTINGS.min_ttl_s
+# a waiting poll held from its client's last look (the watch cache) misses a change whose
+# wake-up was lost until a full look, at most this long after that look
+KEPT_LOOK_S = KEPT_AGE_SPREAD_FROM * LIST_MAX_AGE_S
 DEGRADED_TTL_S = SETTINGS.degraded_min_ttl_s
 FORCE_PER_MINUTE = SETTINGS.force_per_order_per_minute
 TAGS_DEADLINE_S = SETTINGS.tags_deadline_s
@@ -441,6 +450,20 @@ class Checker:
             user_id,
         )
 
+    def kept_look_missed(
+        self, process: str, user_id: str, channels: Sequence[str], since_s: float, news: str
+    ) -> None:
+        watched = set(channels)
+        if any(t >= since_s and c in watched for t, c in self.store.lost_messages):
+            return
+        self.violation(
+            self.world.now(),
+            "watch_cache",
+            f"a poll of {user_id} on {process} was held from its last look, but a fresh look "
+            f"had news: {news}",
+            user_id,
+        )
+
     def look_started(self, known: Sequence[ParsedKnownOrder]) -> dict[OrderKey, Any]:
         return {k.key: self.store.content(k.key) for k in known if k.order.force}
 
@@ -536,10 +559,18 @@ class Checker:
         return max((promise for _, promise, _ in records[first:last]), default=0.0)
 
     def _seen_by(
-        self, base: float, client: str, service: str, upstream: str | None
+        self,
+        base: float,
+        client: str,
+        service: str,
+        upstream: str | None,
+        channels: Sequence[str] = (),
     ) -> float | None:
         """When a change written at `base` must be held by `client` at the latest, with the
-        contract's exceptions; None when the client had not started."""
+        contract's exceptions; None when the client had not started. A wake-up lost on one
+        of `channels` (the order's, the user's list of the service) may be missed by polls
+        held from the last look before it until the next full look (docs/protocol.md:
+        Waiting poll, at least every 0.75 × list_max_age), and one wait more."""
         looked = self._looked_by(client, base)
         if looked is None:
             return None
@@ -554,6 +585,9 @@ class Checker:
             if upstream is not None:
                 for span in self.timeline.upstream_spans(upstream, base - 1, deadline):
                     extended = max(extended, span.end + longest + SEEN_WITHIN_S)
+            for lost_t, channel in self.store.lost_messages:
+                if base - 1 <= lost_t <= deadline and channel in channels:
+                    extended = max(extended, lost_t + KEPT_LOOK_S + longest + SEEN_WITHIN_S)
             if extended == deadline:
                 break
             deadline = extended
@@ -565,6 +599,10 @@ class Checker:
             order = self.world.orders[change.key]
             service = change.key.service
             upstream = "totw" if service == "taxi" else f"{service}_full"
+            channels = (
+                tags_channel(service, change.key.orderid),
+                list_channel(service, change.user_id),
+            )
             for client in protocol:
                 if client.user_id != change.user_id or not self._held(
                     client.name, change.key, change.data_t
@@ -576,7 +614,7 @@ class Checker:
                         if change.list_bump_t is not None
                         else change.data_t + LIST_MAX_AGE_S + 2
                     )
-                    deadline = self._seen_by(base, client.name, service, None)
+                    deadline = self._seen_by(base, client.name, service, None, channels)
                     if (
                         deadline is not None
                         and deadline < end_t
@@ -592,7 +630,9 @@ class Checker:
                     continue
                 gone = order.finished_t
                 if change.list_bump_t is not None:
-                    deadline = self._seen_by(change.list_bump_t, client.name, service, None)
+                    deadline = self._seen_by(
+                        change.list_bump_t, client.name, service, None, channels
+                    )
                     if (
                         deadline is not None
                         and deadline < end_t
@@ -616,7 +656,7 @@ class Checker:
                         )
                 if change.part_bump_t is not None:
                     deadline = self._seen_by(
-                        change.part_bump_t + MIN_TTL_S, client.name, service, upstream
+                        change.part_bump_t + MIN_TTL_S, client.name, service, upstream, channels
                     )
                     if (
                         deadline is not None

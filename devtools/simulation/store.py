@@ -101,6 +101,8 @@ class SimTagStore:
         self.down = False
         self.paused = False
         self.message_loss = 0.0
+        # (when, channel) of each message lost on its way: a held poll may miss that change
+        self.lost_messages: list[tuple[float, str]] = []
         # what the checks read
         self.kept_log: list[KeptRecord] = []
         self.create_log: list[CreateRecord] = []
@@ -148,6 +150,7 @@ class SimTagStore:
         loop = asyncio.get_running_loop()
         for subscriber in self.subscribers:
             if self.message_loss and self.rng.random() < self.message_loss:
+                self.lost_messages.append((loop.time(), channel))
                 continue
             loop.call_later(0.0005 + self.rng.random() * 0.001, subscriber.deliver, channel)
 

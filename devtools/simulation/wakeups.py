@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal, Protocol
 
@@ -119,6 +120,11 @@ class SimWakeups:
         self.subscribed: set[str] = set()
         self.idle_since: dict[str, float] = {}
         self._reconnecting: asyncio.Task[None] | None = None
+        # the watch cache's stamps, as TagWakeups keeps them: a fresh number per channel when
+        # subscribed and when a message is heard on it; losses and returns of the connection
+        self._ticks = itertools.count(1)
+        self.generations: dict[str, int] = {}
+        self.losses = 0
 
     # --- the port ----------------------------------------------------------------------
 
@@ -134,8 +140,12 @@ class SimWakeups:
             # no poll waited on it for the linger: the sweeper unsubscribed it
             self.subscribed.discard(channel)
             del self.idle_since[channel]
+            self.generations.pop(channel, None)
             return False
         return True
+
+    def stamp(self, channels: Sequence[str]) -> object:
+        return (self.losses, tuple(self.generations.get(c, 0) for c in channels))
 
     @contextlib.asynccontextmanager
     async def watch(self, channels: Sequence[str], deadline_s: float) -> AsyncIterator[SimWatch]:
@@ -154,13 +164,17 @@ class SimWakeups:
         await asyncio.sleep(SUBSCRIBE_S)
         if not self.available:
             raise ConnectionError("simulated pub/sub connection lost while subscribing")
-        self.subscribed.update(channels)
+        for channel in channels:
+            if channel not in self.subscribed:
+                self.subscribed.add(channel)
+                self.generations[channel] = next(self._ticks)
 
     # --- the connection ----------------------------------------------------------------
 
     def deliver(self, channel: str) -> None:
         if not self.available or not self.listening(channel):
             return
+        self.generations[channel] = next(self._ticks)
         for watch in list(self.waiters.get(channel, ())):
             self.observer.rung(watch.user_id, channel, held=watch.event.holding)
             watch.waiter.ring()
@@ -173,6 +187,7 @@ class SimWakeups:
         if not self.connected or self.closed:
             return
         self.connected = False
+        self.losses += 1
         for watches in list(self.waiters.values()):
             for watch in watches:
                 watch.waiter.ring()
@@ -186,6 +201,7 @@ class SimWakeups:
                 return
             if self.redis_up():
                 self.connected = True
+                self.losses += 1
                 return
 
     def close(self) -> None:

@@ -56,6 +56,7 @@ class LookResult:
     degraded: bool = False
     # the earliest moment (unix ms) a part the min TTL holds back becomes needed
     due_at_ms: int | None = None
+    kept_since_ms: int | None = None  # when the oldest kept answer it used was kept (unix ms)
     # the policy version each queried service served tells the client to hold
     policy_versions: dict[str, str] = field(default_factory=dict)
     # the client holds another version of some service than it is told: it launches again
@@ -372,6 +373,22 @@ class OrdersStateEngine:
             or any(s in self.sources and s not in available for s in services)
             or any(k.order.service not in self.sources for k in known)
         )
+        return LookResult(
+            orders,
+            allowed_changes(services, allowances),
+            self.interval_ms(orders, degraded=degraded),
+            degraded=degraded,
+            due_at_ms=due_at_ms,
+            kept_since_ms=self.listings.kept_since_ms(read, kept),
+            policy_versions=to_hold,
+            policy_changed=to_hold != client_versions,
+            # a just-created order not listed yet, or an answer of older data than the list
+            # tag read: the bump that would wake a waiting poll has rung already
+            source_lagging=bool(lagging) or any(s not in current for s in asked if asked[s]),
+        )
+
+    def interval_ms(self, orders: Sequence[AnsweredOrder], *, degraded: bool) -> int:
+        """An answer's interval drawn now: a look's, or one held from a kept look's."""
         interval_ms = polling_interval_ms(
             [(o.service, o.status) for o in orders],
             degraded=degraded,
@@ -380,15 +397,4 @@ class OrdersStateEngine:
             rules=self.config.interval,
         )
         self.metrics.interval.observe(interval_ms)
-        return LookResult(
-            orders,
-            allowed_changes(services, allowances),
-            interval_ms,
-            degraded=degraded,
-            due_at_ms=due_at_ms,
-            policy_versions=to_hold,
-            policy_changed=to_hold != client_versions,
-            # a just-created order not listed yet, or an answer of older data than the list
-            # tag read: the bump that would wake a waiting poll has rung already
-            source_lagging=bool(lagging) or any(s not in current for s in asked if asked[s]),
-        )
+        return interval_ms

@@ -117,6 +117,15 @@ class Listings:
             self.metrics.source_call(service, "kept").inc()
         return answers
 
+    @staticmethod
+    def kept_since_ms(read: TagsRead | None, kept: Collection[str]) -> int | None:
+        """When the oldest of these kept answers was kept (unix ms): from then on it may
+        expire, in the store, after KEPT_AGE_SPREAD_FROM × list_max_age."""
+        lists = read.lists if read is not None else {}
+        return min(
+            (e.kept.at_ms for s in kept if (e := lists.get(s)) is not None and e.kept), default=None
+        )
+
     def keep(
         self,
         user_id: str,

@@ -28,6 +28,10 @@ WAKEUP_SUBSCRIBE_DEADLINE_S = 0.5
 WAKEUP_KEEPALIVE_S = 5.0
 # past the cap of waiting polls, the interval given grows by this much (load shedding)
 WAITING_SHED_FACTOR = 2.0
+# hold a waiting re-poll from its client's last look while nothing changed (the watch cache,
+# docs/protocol.md: Waiting poll); off, every waiting poll looks, and a wake-up lost without
+# its connection delays an answer by at most one wait instead of 0.75 × list_max_age
+WATCH_CACHE = True
 
 
 class WaitingSettings(BaseModel):
@@ -36,10 +40,12 @@ class WaitingSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_per_user: int = Field(MAX_WAITING_PER_USER, ge=1)
-    linger_s: float = Field(WAKEUP_LINGER_S, ge=0)
+    # > 0: the sweeper sleeps about this long between sweeps (0 spun a core)
+    linger_s: float = Field(WAKEUP_LINGER_S, gt=0)
     settle_s: float = Field(WAKEUP_SETTLE_S, ge=0, le=5)
     subscribe_deadline_s: float = Field(WAKEUP_SUBSCRIBE_DEADLINE_S, gt=0)
     keepalive_s: float = Field(WAKEUP_KEEPALIVE_S, gt=0)
+    watch_cache: bool = WATCH_CACHE
 
 
 class OrdersStateSettings(BffSettings):
@@ -62,5 +68,6 @@ class OrdersStateSettings(BffSettings):
             subscribe_deadline_s=self.waiting.subscribe_deadline_s,
             wakeup_settle_s=self.waiting.settle_s,
             shed_factor=WAITING_SHED_FACTOR,
+            watch_cache=self.waiting.watch_cache,
             interval_max_ms=self.protocol.interval.max_ms,
         )

@@ -184,3 +184,43 @@ def waiting_verdict(
         # client's cost (a source call and a tag read per wait)
         return Answer(WaitCause.TIMEOUT)
     return KEEP_WAITING
+
+
+@dataclass(frozen=True)
+class KeptLook:
+    """What a process remembers of a waiting poll's last look with no news, to hold the
+    client's next poll from it (the watch cache): since when its sources' answers stand (unix
+    ms: the look's start, or when the oldest kept answer it used was kept), the moment the
+    min TTL lets a change it held back through (unix ms, or None), and its channels' stamp
+    taken before it began, when every channel was listened to (a message heard on any of
+    them, or pub/sub lost or back, changes it)."""
+
+    since_ms: float
+    due_at_ms: int | None
+    stamp: object
+
+
+def kept_look_holds(
+    kept: KeptLook,
+    *,
+    stamp: object,
+    listening: bool,
+    tag_cache_up: bool,
+    now_ms: float,
+    max_age_ms: float,
+) -> bool:
+    """Whether a waiting poll the same as the one that made `kept` (the same user, known
+    orders with the same statuses and tags, none forced, the same services and stated
+    versions) may be held at once from that look, with no new look (docs/protocol.md:
+    Waiting poll): nothing heard on its channels since and pub/sub never lost in between
+    (`stamp` is still the kept one), every channel still listened to, the tag cache's
+    circuit closed, no change the min TTL held back due yet, and its answers younger than
+    `max_age_ms` (KEPT_AGE_SPREAD_FROM × list_max_age: no kept answer it read can have
+    expired, so a full look happens that often at least, and sees a lost message's change)."""
+    return (
+        listening
+        and tag_cache_up
+        and stamp == kept.stamp
+        and now_ms - kept.since_ms < max_age_ms
+        and (kept.due_at_ms is None or now_ms < kept.due_at_ms)
+    )

@@ -1,6 +1,7 @@
-"""The four failures the last review found where the mechanisms meet, put back one at a time
-by monkeypatching the code their fixes changed (never a product flag), so a test can show the
-simulation finds each (docs/protocol.md: List tags, Waiting poll, Tags and need_request):
+"""The four failures the last review found where the mechanisms meet, and the watch cache's
+own, put back one at a time by monkeypatching the code their fixes changed (never a product
+flag), so a test can show the simulation finds each (docs/protocol.md: List tags, Waiting
+poll, Tags and need_request):
 
 - `lagging_answer_kept` (a): a lagging source's answer is kept under the list tag read before
   it was asked, as if current (the fix: only an answer under the tag read is kept,
@@ -10,7 +11,10 @@ simulation finds each (docs/protocol.md: List tags, Waiting poll, Tags and need_
 - `kept_ages_unspread` (c): every kept answer lives exactly list_max_age (the fix: each its own
   age between 0.75 and 1 of it, shared.protocol.list_tags.kept_answer_max_age_ms);
 - `force_per_order` (d): force is counted per order, whoever forces it (the fix: per order
-  and user, wire.ForcedOrder with user_id)."""
+  and user, wire.ForcedOrder with user_id);
+- `watch_cache_deaf` (e): the watch cache holds a re-poll from its client's last look though
+  a message was heard on its channels since (or pub/sub was lost): the stamp is ignored (the
+  check: shared.protocol.waiting.kept_look_holds compares it)."""
 
 from __future__ import annotations
 
@@ -21,7 +25,15 @@ from typing import Any
 import pytest
 
 from services.orders_state.waiting import polls
-from shared.protocol.waiting import Answer, Look, Moment, Verdict, waiting_verdict
+from shared.protocol.waiting import (
+    Answer,
+    KeptLook,
+    Look,
+    Moment,
+    Verdict,
+    kept_look_holds,
+    waiting_verdict,
+)
 from shared.wire import ForcedOrder, OrderKey
 
 
@@ -62,9 +74,17 @@ def force_per_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("services.bff.engine.ForcedOrder", without_user)
 
 
+def watch_cache_deaf(monkeypatch: pytest.MonkeyPatch) -> None:
+    def deaf(kept: KeptLook, **now: Any) -> bool:
+        return kept_look_holds(kept, **{**now, "stamp": kept.stamp})
+
+    monkeypatch.setattr(polls, "kept_look_holds", deaf)
+
+
 SWITCHES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "a": lagging_answer_kept,
     "b": held_polls_look_again,
     "c": kept_ages_unspread,
     "d": force_per_order,
+    "e": watch_cache_deaf,
 }

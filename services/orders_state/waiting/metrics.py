@@ -52,3 +52,9 @@ class WaitingMetrics:
             "each comes back by itself, subscribed again to the channels it had",
             registry=registry,
         )
+        self.cached_looks = Counter(
+            "mlutp_waiting_cached_looks",
+            "Waiting polls held from the same client's last look with no new look (the watch "
+            "cache: nothing heard on their channels since, and that look young enough)",
+            registry=registry,
+        )

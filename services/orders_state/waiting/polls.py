@@ -17,7 +17,8 @@ import contextlib
 import logging
 import random
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 
 from redis.exceptions import RedisError
@@ -28,12 +29,15 @@ from services.bff.poll import Poll
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import Waiter, Wakeups
 from shared.errors import Overloaded
+from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
 from shared.protocol.waiting import (
     KEEP_WAITING,
     Answer,
+    KeptLook,
     Moment,
     Verdict,
     WaitCause,
+    kept_look_holds,
     lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
@@ -72,6 +76,8 @@ class WaitingConfig:
     # past the cap, the interval given grows by this much (load shedding)
     shed_factor: float
     interval_max_ms: int
+    # hold a re-poll from its client's last look while nothing changed (the watch cache)
+    watch_cache: bool = True
 
 
 class _Wait:
@@ -96,6 +102,15 @@ class _Wait:
         # poll is answered, however many polls a write wakes at once
         with self.polls.admission.admit(already=self.looks > 1):
             return await self.polls.engine.look(self.poll)
+
+    def cached(self, result: LookResult) -> LookResult:
+        """The kept look (the watch cache) stands for this poll's first look: admission
+        control still sheds it, and its interval is drawn afresh."""
+        self.looks += 1
+        if self.looks == 1:
+            self.polls.admission.check()
+        engine = self.polls.engine
+        return replace(result, interval_ms=engine.interval_ms(result.orders, degraded=False))
 
     def verdict(
         self, moment: Moment, result: LookResult, *, may_wait: bool = True, room: bool = True
@@ -137,6 +152,10 @@ class WaitingPolls:
         self.held = 0
         self.shutting_down = False
         self._waiters: set[Waiter] = set()
+        # the watch cache: each client's last look with no news, by its poll (`_cache_key`),
+        # the least recently used dropped past max_waiting entries
+        self._kept: OrderedDict[Hashable, tuple[KeptLook, LookResult]] = OrderedDict()
+        self.kept_max_age_ms = KEPT_AGE_SPREAD_FROM * engine.config.list_max_age_ms
 
     def shutdown(self) -> None:
         """SIGTERM: every waiting poll answers now, and no new poll waits."""
@@ -181,6 +200,7 @@ class WaitingPolls:
                 order_channels = [
                     tags_channel(k.order.service, k.order.orderid) for k in wait.poll.known
                 ]
+                list_channels = self._list_channels(wait.poll)
                 try:
                     # listen before the first look: a write from then on rings. Only on the
                     # user's own lists and on order channels already listened to (usually
@@ -189,7 +209,7 @@ class WaitingPolls:
                     watch = await stack.enter_async_context(
                         wakeups.watch(
                             [
-                                *self._list_channels(wait.poll),
+                                *list_channels,
                                 *filter(wakeups.listening, order_channels),
                             ],
                             self.config.subscribe_deadline_s,
@@ -197,7 +217,16 @@ class WaitingPolls:
                     )
                     self._waiters.add(watch.waiter)
                     stack.callback(self._waiters.discard, watch.waiter)
-                    result = await wait.look()
+                    # a kept look stands while nothing is heard on any of them (the watch cache)
+                    channels = [*list_channels, *order_channels]
+                    key = _cache_key(wait.poll) if self.config.watch_cache else None
+                    kept = self._kept_look(key, channels)
+                    if kept is not None:
+                        # nothing changed since this client's last look: held from it
+                        self.metrics.cached_looks.inc()
+                        result = await self._held_from(wait, *kept, channels)
+                        return await self._wait(wait, watch.waiter, result, key, channels)
+                    result = await self._look(wait, key, channels)
                     verdict = wait.verdict(Moment.LOOKED, result)
                     if verdict is not KEEP_WAITING:
                         return self._reply(result, verdict)
@@ -211,11 +240,11 @@ class WaitingPolls:
                     log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
                     return await self._at_once(wait, may_wait=False)
                 if unheard:
-                    result = await wait.look()
+                    result = await self._look(wait, key, channels)
                     verdict = wait.verdict(Moment.LOOKED, result)
                     if verdict is not KEEP_WAITING:
                         return self._reply(result, verdict)
-                return await self._wait(wait, watch.waiter, result)
+                return await self._wait(wait, watch.waiter, result, key, channels)
         finally:
             self.waiting -= 1
             self.waiting_by_user[user_id] -= 1
@@ -233,7 +262,68 @@ class WaitingPolls:
         assert isinstance(verdict, Answer), "a poll that cannot be held is answered at once"
         return self._reply(result, verdict)
 
-    async def _wait(self, wait: _Wait, waiter: Waiter, result: LookResult) -> WaitedAnswer:
+    def _kept_look(
+        self, key: Hashable | None, channels: Sequence[str]
+    ) -> tuple[KeptLook, LookResult] | None:
+        """The client's last look, if it still holds for this poll (kept_look_holds)."""
+        if key is None or (entry := self._kept.get(key)) is None:
+            return None
+        kept = entry[0]
+        wakeups = self.wakeups
+        assert wakeups is not None
+        if not kept_look_holds(
+            kept,
+            stamp=wakeups.stamp(channels),
+            listening=all(map(wakeups.listening, channels)),
+            tag_cache_up=self.engine.tag_cache.available,
+            now_ms=time.time() * 1000,
+            max_age_ms=self.kept_max_age_ms,
+        ):
+            del self._kept[key]
+            return None
+        self._kept.move_to_end(key)
+        return entry
+
+    async def _held_from(
+        self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
+    ) -> LookResult:
+        """The poll's first look taken from the kept one (the simulation checks it here
+        against a fresh look)."""
+        return wait.cached(result)
+
+    async def _look(self, wait: _Wait, key: Hashable | None, channels: Sequence[str]) -> LookResult:
+        """A look of a waiting poll, kept for the client's next poll when it had no news and
+        every channel was listened to from before it began (so a write after it rings)."""
+        wakeups = self.wakeups
+        assert wakeups is not None
+        stamp = None
+        if key is not None and all(map(wakeups.listening, channels)):
+            stamp = wakeups.stamp(channels)
+            looked_at_ms = time.time() * 1000
+        result = await wait.look()
+        if stamp is not None:
+            if (
+                not result.cannot_wait
+                and not result.policy_changed
+                and wait.verdict(Moment.LOOKED, result) is KEEP_WAITING
+            ):
+                since_ms = min(looked_at_ms, result.kept_since_ms or looked_at_ms)
+                self._kept[key] = (KeptLook(since_ms, result.due_at_ms, stamp), result)
+                self._kept.move_to_end(key)
+                while len(self._kept) > self.config.max_waiting:
+                    self._kept.popitem(last=False)
+            else:
+                self._kept.pop(key, None)
+        return result
+
+    async def _wait(
+        self,
+        wait: _Wait,
+        waiter: Waiter,
+        result: LookResult,
+        key: Hashable | None,
+        channels: Sequence[str],
+    ) -> WaitedAnswer:
         """Held on a look without news until a wake-up, the min TTL or the wait's end, then
         looks again, until its verdict answers."""
         verdict = wait.verdict(Moment.HOLDING, result)
@@ -248,7 +338,7 @@ class WaitingPolls:
             if verdict is KEEP_WAITING:
                 # cleared before looking again: a write during the next look rings again
                 waiter.event.clear()
-                result = await wait.look()
+                result = await self._look(wait, key, channels)
                 verdict = wait.verdict(Moment.LOOKED_AGAIN, result)
         return self._reply(result, verdict)
 
@@ -307,3 +397,16 @@ class WaitingPolls:
         return [
             list_channel(service, poll.user_id) for service in self.engine.listed_services(poll)
         ]
+
+
+def _cache_key(poll: Poll) -> Hashable | None:
+    """The watch cache's key: the same user, known orders (their statuses and tags), services
+    and stated versions; none when the client forces a refetch (that needs a look)."""
+    if poll.forced:
+        return None
+    return (
+        poll.user_id,
+        tuple((k.key, k.order.status, tuple(sorted(k.order.tags.items()))) for k in poll.known),
+        tuple(poll.services),
+        tuple(sorted(poll.stated_versions.items())),
+    )

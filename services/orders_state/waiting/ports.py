@@ -45,6 +45,12 @@ class Wakeups(Protocol):
         """Subscribed and confirmed now: a watch of it rings from now on."""
         ...
 
+    def stamp(self, channels: Sequence[str]) -> object:
+        """A value that changes when a message is heard on any of these channels, when one is
+        subscribed again, or when pub/sub is lost or comes back: equal stamps mean nothing
+        was heard on them, and nothing missed, in between (the watch cache's test)."""
+        ...
+
     def watch(
         self, channels: Sequence[str], deadline_s: float
     ) -> AbstractAsyncContextManager[WakeupWatch]:

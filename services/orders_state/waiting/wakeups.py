@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import defaultdict
@@ -28,6 +29,9 @@ from shared.config import RedisSettings
 from shared.redis import RedisClient, create_redis
 
 log = logging.getLogger("mlutp.wakeups")
+
+# the sweeper's shortest sleep: a tiny linger must not make it spin a core
+MIN_SWEEP_S = 0.05
 
 
 class Watch:
@@ -84,6 +88,12 @@ class TagWakeups:
         # keeps SSUBSCRIBE and SUNSUBSCRIBE of a channel (by polls, the sweeper and a shard's
         # reconnect) in the order the bookkeeping saw them
         self.lock = asyncio.Lock()
+        # the watch cache's stamps (`stamp`): each subscribed channel's generation, a fresh
+        # number when it is subscribed and when a message is heard on it, and the times
+        # pub/sub was lost or came back (subscribed again: messages in between were lost)
+        self._ticks = itertools.count(1)
+        self._generations: dict[str, int] = {}
+        self._losses = 0
 
     @property
     def available(self) -> bool:
@@ -143,6 +153,11 @@ class TagWakeups:
         shard = self.subscribed.get(channel)
         return shard is not None and shard.available and not shard.confirming(channel)
 
+    def stamp(self, channels: Sequence[str]) -> object:
+        """Changes when a message is heard on any of these channels, when one is subscribed
+        again, or when pub/sub is lost or comes back."""
+        return (self._losses, tuple(self._generations.get(c, 0) for c in channels))
+
     @contextlib.asynccontextmanager
     async def watch(self, channels: Sequence[str], deadline_s: float) -> AsyncIterator[Watch]:
         """Listen on these channels (orders' and users' lists'), and on more as the watch
@@ -174,6 +189,9 @@ class TagWakeups:
     async def subscribe(self, channels: Sequence[str], deadline_s: float) -> None:
         """Subscribe these channels where they are not, and until Redis confirmed each;
         ConnectionError or TimeoutError when that cannot be within `deadline_s`."""
+        if all(map(self.listening, channels)):
+            # the usual re-poll: all confirmed already, nothing to lock or await
+            return
         try:
             async with asyncio.timeout(deadline_s):
                 # the lock keeps SSUBSCRIBE and the sweeper's SUNSUBSCRIBE of a channel in the
@@ -184,6 +202,7 @@ class TagWakeups:
                         if channel not in self.subscribed:
                             shard = self._shard_of(channel)
                             self.subscribed[channel] = shard
+                            self._generations[channel] = next(self._ticks)
                             new[shard].append(channel)
                     for shard, shard_channels in new.items():
                         await shard.subscribe(shard_channels)
@@ -198,6 +217,7 @@ class TagWakeups:
                 on = self.subscribed.get(channel)
                 if on is not None and (on.confirming(channel) or not on.available):
                     del self.subscribed[channel]
+                    self._generations.pop(channel, None)
             raise
         finally:
             self.metrics.channels.set(len(self.subscribed))
@@ -211,6 +231,7 @@ class TagWakeups:
             yield [channel for channel, on in self.subscribed.items() if on is shard]
 
     def shard_up(self, shard: Shard, *, resubscribed: int, again: bool) -> None:
+        self._losses += 1
         self.metrics.pubsub_up.set(int(self.available))
         if again:
             log.info(
@@ -219,6 +240,8 @@ class TagWakeups:
             )
 
     def wake(self, channel: str) -> None:
+        if channel in self.subscribed:
+            self._generations[channel] = next(self._ticks)
         waiters = self.waiters.get(channel)
         self.metrics.messages.inc()
         if not waiters:
@@ -230,6 +253,7 @@ class TagWakeups:
     def shard_lost(self, shard: Shard) -> None:
         """Its waiters can no longer be woken, so they answer now. Its channels stay in the
         books: the shard subscribes them again when it is back."""
+        self._losses += 1
         self.metrics.pubsub_up.set(0)
         self.metrics.pubsub_lost.inc()
         for channel, waiters in self.waiters.items():
@@ -241,7 +265,7 @@ class TagWakeups:
         """Unsubscribe channels no poll has waited on for `linger_s`."""
         while True:
             # a timer by nature: idleness is the absence of events
-            await asyncio.sleep(min(1.0, self.linger_s))
+            await asyncio.sleep(max(MIN_SWEEP_S, min(1.0, self.linger_s)))
             now = self.clock()
             async with self.lock:
                 expired = [
@@ -250,6 +274,7 @@ class TagWakeups:
                 by_shard: dict[Shard, list[str]] = defaultdict(list)
                 for channel in expired:
                     del self.idle_since[channel]
+                    self._generations.pop(channel, None)
                     subscribed_on = self.subscribed.pop(channel, None)
                     if subscribed_on is not None:
                         by_shard[subscribed_on].append(channel)
@@ -262,6 +287,7 @@ class TagWakeups:
                         # still subscribed (redis-py subscribes again on reconnect): later
                         for channel in channels:
                             self.subscribed.setdefault(channel, shard)
+                            self._generations[channel] = next(self._ticks)
                             if channel not in self.waiters:
                                 self.idle_since[channel] = now
             self.metrics.channels.set(len(self.subscribed))
