@@ -80,6 +80,7 @@ STATE_COUNTERS = (
     "mlutp_waiting_poll_answers_total",
     "mlutp_wakeups_total",
     "mlutp_wakeup_messages_total",
+    "mlutp_waiting_cached_looks_total",
 )
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # the repository's own files are named from it in a profile's frames
@@ -496,13 +497,15 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
     head = (
         f"{'phase':<15}{'polls':>7}{'polls/s':>9}{'orders_state':>13}{'order_tags':>11}"
         f"{'redis':>8}{'emulator':>9}{'BFF':>8}{'+idle':>7}{'looks':>7}{'tag rd':>7}{'ot calls':>9}"
-        f"{'redis cmds':>11}"
+        f"{'redis cmds':>11}{'cached':>8}"
     )
     print(head)
     for phase in phases:
         looks = sum(v for k, v in phase.state.items() if k.startswith("mlutp_poll_look"))
         reads = sum(v for k, v in phase.state.items() if k.startswith("mlutp_tag_cache_calls"))
         calls = sum(n for route, n in phase.order_tags_calls.items() if route.startswith("/"))
+        # waiting polls held from the last look, with no look (the watch cache)
+        cached = phase.state.get("mlutp_waiting_cached_looks_total", 0.0)
         print(
             f"{phase.name:<15}{phase.polls:>7}{phase.polls / phase.seconds:>9.1f}"
             f"{phase.us('orders_state'):>13.0f}{phase.us('order_tags'):>11.0f}"
@@ -511,6 +514,7 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
             f"{phase.per_poll(looks):>7.2f}{phase.per_poll(reads):>7.2f}"
             f"{phase.per_poll(calls):>9.3f}"
             f"{phase.per_poll(sum(phase.redis_commands.values())):>11.3f}"
+            f"{phase.per_poll(cached):>8.2f}"
         )
     print(
         "\nper poll, from /proc: CPU µs in user space / in the kernel, wakeups (voluntary "
@@ -609,7 +613,11 @@ async def run(
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in ("orders_state", "order_tags", "emulator")]
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
-    async with own_stack(env, services, {"orders_state": {"protocol": protocol}}) as stack:
+    orders_state: dict[str, Any] = {"protocol": protocol}
+    if args.no_watch_cache:
+        # every waiting poll looks, as before the watch cache: the "before" of issue 42, cut 1
+        orders_state["waiting"] = {"watch_cache": False}
+    async with own_stack(env, services, {"orders_state": orders_state}) as stack:
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=30)
@@ -691,6 +699,9 @@ if __name__ == "__main__":
     parser.add_argument("--closed-seconds", type=float, default=10.0, help="each closed window")
     parser.add_argument("--idle-seconds", type=float, default=5.0)
     parser.add_argument("--wait-ms", type=int, default=1000)
+    parser.add_argument(
+        "--no-watch-cache", action="store_true", help="every waiting poll looks (the cache off)"
+    )
     parser.add_argument("--period", type=float, default=1.0, help="s between a user's plain polls")
     parser.add_argument("--concurrency", default="1,20", help="closed-loop workers, a list")
     parser.add_argument("--log-level", default="ERROR", help="the services' LOG_LEVEL")
