@@ -505,7 +505,7 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
         reads = sum(v for k, v in phase.state.items() if k.startswith("mlutp_tag_cache_calls"))
         calls = sum(n for route, n in phase.order_tags_calls.items() if route.startswith("/"))
         # waiting polls held from the last look, with no look (the watch cache)
-        cached = phase.state.get("mlutp_waiting_cached_looks_total", 0.0)
+        cached = sum(v for k, v in phase.state.items() if k.startswith("mlutp_waiting_cached"))
         print(
             f"{phase.name:<15}{phase.polls:>7}{phase.polls / phase.seconds:>9.1f}"
             f"{phase.us('orders_state'):>13.0f}{phase.us('order_tags'):>11.0f}"
