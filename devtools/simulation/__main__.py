@@ -31,10 +31,17 @@ def main(argv: list[str] | None = None) -> int:
         help="clients poll again at once after an expired part, as the reference client (a "
         "known failure)",
     )
+    parser.add_argument(
+        "--watch-cache",
+        action="store_true",
+        help="waiting re-polls held from their client's last look (off by default, as in the "
+        "services)",
+    )
     args = parser.parse_args(argv)
     options = Options(
         untagged_replicas=args.untagged_replicas,
         at_once_after_expired=args.at_once_after_expired,
+        watch_cache=args.watch_cache,
     )
     if args.seed is not None:
         report = run_seed(args.seed, options=options)

@@ -17,7 +17,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -203,6 +203,8 @@ class BffProcess:
         upstreams: Mapping[str, PartUpstream],
         observer: PollObserver,
         rng: random.Random,
+        *,
+        watch_cache: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
         self.name = name
@@ -254,7 +256,7 @@ class BffProcess:
             engine,
             self.admission,
             self.hub,
-            WAITING_SETTINGS.waiting_config(),
+            replace(WAITING_SETTINGS.waiting_config(), watch_cache=watch_cache),
             WaitingMetrics(registry),
             rng=random.Random(rng.random()),
         )

@@ -181,6 +181,10 @@ class Options:
     untagged_replicas: bool = False
     # clients poll again at once after a part answered `expired` (as the reference client)
     at_once_after_expired: bool = False
+    # waiting re-polls held from their client's last look (the watch cache, off by default:
+    # docs/protocol.md, Waiting poll); the invariants then allow what the cache costs a
+    # wake-up lost on a live connection
+    watch_cache: bool = False
 
 
 DEFAULT_OPTIONS = Options()
@@ -222,7 +226,10 @@ class Run:
             for user in scenario.users
             for device in user.devices
         ]
-        self.checker = Checker(scenario, self.world, self.store, self.policy, infos)
+        self.options = options
+        self.checker = Checker(
+            scenario, self.world, self.store, self.policy, infos, watch_cache=options.watch_cache
+        )
         self.generations = [0] * scenario.replicas
         self.processes: list[BffProcess | None] = [
             self._process(index) for index in range(scenario.replicas)
@@ -270,6 +277,7 @@ class Run:
             {name: UpstreamClient(backend, clock) for name, backend in self.upstreams.items()},
             self.checker,
             self.rng(f"process:{index}:{generation}"),
+            watch_cache=self.options.watch_cache,
         )
 
     def replicas(self) -> list[BffProcess]:

@@ -29,9 +29,12 @@ WAKEUP_KEEPALIVE_S = 5.0
 # past the cap of waiting polls, the interval given grows by this much (load shedding)
 WAITING_SHED_FACTOR = 2.0
 # hold a waiting re-poll from its client's last look while nothing changed (the watch cache,
-# docs/protocol.md: Waiting poll); off, every waiting poll looks, and a wake-up lost without
-# its connection delays an answer by at most one wait instead of 0.75 × list_max_age
-WATCH_CACHE = True
+# docs/protocol.md: Waiting poll). Off: the protocol promises that a lost wake-up delays an
+# answer by at most one wait (the next poll's tags see it), and a re-poll held from the last
+# look would miss a wake-up lost on a live connection (a write made around order_tags) until
+# its next full look, up to 0.75 × list_max_age. On, a waiting re-poll with nothing new costs
+# a third of a look (docs/capacity.md: The watch cache)
+WATCH_CACHE = False
 
 
 class WaitingSettings(BaseModel):

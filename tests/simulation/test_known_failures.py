@@ -30,5 +30,5 @@ def test_a_replica_answering_no_list_tag_hides_no_order() -> None:
     "expired, news (the reference clients wait the interval after one since this was found)",
 )
 def test_an_expired_part_does_not_make_a_client_spin() -> None:
-    report = run_seed(11, options=Options(at_once_after_expired=True))
+    report = run_seed(5, options=Options(at_once_after_expired=True))
     assert report.ok, report.describe()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from devtools.simulation.explore import default_workers, explore
-from devtools.simulation.run import run_seed
+from devtools.simulation.run import Options, run_seed
 from devtools.simulation.vloop import Stalled, run_virtual
 from tests.conftest import SUMMARY_LINES
 
@@ -41,13 +41,25 @@ def test_every_invariant_holds_on_every_seed(request: pytest.FixtureRequest) -> 
         pytest.fail(f"{exploration.failed[0].report}\n\n{exploration.summary()}", pytrace=False)
 
 
+@pytest.mark.long
+def test_every_invariant_holds_on_every_seed_with_the_watch_cache() -> None:
+    """The watch cache (off by default) holds a re-poll from its client's last look: every
+    poll it holds is checked against a fresh look made at that moment (`watch_cache`)."""
+    exploration = explore(CI_SEEDS, workers=default_workers(), options=Options(watch_cache=True))
+    SUMMARY_LINES.append(f"simulation, watch cache on: {exploration.summary()}")
+    if exploration.failed:
+        pytest.fail(f"{exploration.failed[0].report}\n\n{exploration.summary()}", pytrace=False)
+
+
 def test_a_seed_is_the_same_run_every_time() -> None:
     # 40 has a replica restarted mid-run: held polls answered at once, in a set's order
     seed = 40
     digest = run_seed(seed).digest()
     assert run_seed(seed).digest() == digest
     # another process, with another hash seed (set iteration order): the same run
-    script = f"from devtools.simulation.run import run_seed; print(run_seed({seed}).digest())"
+    script = (
+        f"from devtools.simulation.run import Options, run_seed; print(run_seed({seed}).digest())"
+    )
     other = subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,

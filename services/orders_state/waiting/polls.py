@@ -77,7 +77,7 @@ class WaitingConfig:
     shed_factor: float
     interval_max_ms: int
     # hold a re-poll from its client's last look while nothing changed (the watch cache)
-    watch_cache: bool = True
+    watch_cache: bool
 
 
 class _Wait:

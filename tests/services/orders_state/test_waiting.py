@@ -145,13 +145,10 @@ async def test_a_finished_order_and_an_unlisted_one_are_news(
     assert resp.headers["X-Mlutp-Wait"] == "news"  # an order the client did not list
 
 
-async def test_without_the_watch_cache_a_lost_wake_up_costs_one_wait_never_the_change(
-    make_waiting_state: MakeOrdersState,
-    emulator: TestClient,
-    redis_sync: redis.Redis,
-    unique: str,
+async def test_a_lost_wake_up_costs_one_wait_never_the_change(
+    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
 ):
-    waiting_state = await make_waiting_state(waiting={"watch_cache": False})
+    # the services' default: no watch cache, so the re-poll after a wait looks
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     waiting = asyncio.create_task(poll_order(waiting_state, unique, orderid, tags, wait_ms=600))
     await held(waiting_state, waiting)
@@ -172,9 +169,13 @@ def cached_looks(client: TestClient) -> float:
     return registry.get_sample_value("mlutp_waiting_cached_looks_total") or 0.0
 
 
-async def test_a_re_poll_while_nothing_changed_is_held_from_the_last_look(
-    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+async def test_with_the_watch_cache_a_re_poll_while_nothing_changed_is_held_from_the_last_look(
+    make_waiting_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
 ):
+    waiting_state = await make_waiting_state(waiting={"watch_cache": True})
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     # the first waiting poll subscribes its channels and looks; its answer is kept
     _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
@@ -187,9 +188,13 @@ async def test_a_re_poll_while_nothing_changed_is_held_from_the_last_look(
     assert cached_looks(waiting_state) == before + 1
 
 
-async def test_a_write_between_polls_makes_the_re_poll_look(
-    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+async def test_with_the_watch_cache_a_write_between_polls_makes_the_re_poll_look(
+    make_waiting_state: MakeOrdersState,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
 ):
+    waiting_state = await make_waiting_state(waiting={"watch_cache": True})
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
     assert headers["X-Mlutp-Wait"] == "timeout"
@@ -212,7 +217,9 @@ async def test_with_the_watch_cache_a_full_look_comes_within_three_quarters_of_l
     unique: str,
 ):
     list_max_age_s = 2.0
-    client = await make_waiting_state(protocol={"list_max_age_s": list_max_age_s})
+    client = await make_waiting_state(
+        protocol={"list_max_age_s": list_max_age_s}, waiting={"watch_cache": True}
+    )
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     _, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
     assert headers["X-Mlutp-Wait"] == "timeout"
