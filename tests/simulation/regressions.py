@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from services.orders_state.waiting import polls
+from services.orders_state.waiting import kept_looks, polls
 from shared.protocol.waiting import (
     Answer,
     KeptLook,
@@ -78,7 +78,7 @@ def watch_cache_deaf(monkeypatch: pytest.MonkeyPatch) -> None:
     def deaf(kept: KeptLook, **now: Any) -> bool:
         return kept_look_holds(kept, **{**now, "stamp": kept.stamp})
 
-    monkeypatch.setattr(polls, "kept_look_holds", deaf)
+    monkeypatch.setattr(kept_looks, "kept_look_holds", deaf)
 
 
 SWITCHES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import random
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 
@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from services.bff.admission import Admission
 from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.poll import Poll
+from services.orders_state.waiting.kept_looks import KeptLooks, cache_key
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import Waiter, Wakeups
 from shared.errors import Overloaded
@@ -37,7 +38,6 @@ from shared.protocol.waiting import (
     Moment,
     Verdict,
     WaitCause,
-    kept_look_holds,
     lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
@@ -152,10 +152,11 @@ class WaitingPolls:
         self.held = 0
         self.shutting_down = False
         self._waiters: set[Waiter] = set()
-        # the watch cache: each client's last look with no news, by its poll (`_cache_key`),
-        # the least recently used dropped past max_waiting entries
-        self._kept: OrderedDict[Hashable, tuple[KeptLook, LookResult]] = OrderedDict()
-        self.kept_max_age_ms = KEPT_AGE_SPREAD_FROM * engine.config.list_max_age_ms
+        # the watch cache: each client's last look with no news
+        self.kept_looks = KeptLooks(
+            max_entries=config.max_waiting,
+            max_age_ms=KEPT_AGE_SPREAD_FROM * engine.config.list_max_age_ms,
+        )
 
     def shutdown(self) -> None:
         """SIGTERM: every waiting poll answers now, and no new poll waits."""
@@ -219,8 +220,10 @@ class WaitingPolls:
                     stack.callback(self._waiters.discard, watch.waiter)
                     # a kept look stands while nothing is heard on any of them (the watch cache)
                     channels = [*list_channels, *order_channels]
-                    key = _cache_key(wait.poll) if self.config.watch_cache else None
-                    kept = self._kept_look(key, channels)
+                    key = cache_key(wait.poll) if self.config.watch_cache else None
+                    kept = self.kept_looks.holding(
+                        key, wakeups, channels, tag_cache_up=self.engine.tag_cache.available
+                    )
                     if kept is not None:
                         # nothing changed since this client's last look: held from it
                         self.metrics.cached_looks.inc()
@@ -262,28 +265,6 @@ class WaitingPolls:
         assert isinstance(verdict, Answer), "a poll that cannot be held is answered at once"
         return self._reply(result, verdict)
 
-    def _kept_look(
-        self, key: Hashable | None, channels: Sequence[str]
-    ) -> tuple[KeptLook, LookResult] | None:
-        """The client's last look, if it still holds for this poll (kept_look_holds)."""
-        if key is None or (entry := self._kept.get(key)) is None:
-            return None
-        kept = entry[0]
-        wakeups = self.wakeups
-        assert wakeups is not None
-        if not kept_look_holds(
-            kept,
-            stamp=wakeups.stamp(channels),
-            listening=all(map(wakeups.listening, channels)),
-            tag_cache_up=self.engine.tag_cache.available,
-            now_ms=time.time() * 1000,
-            max_age_ms=self.kept_max_age_ms,
-        ):
-            del self._kept[key]
-            return None
-        self._kept.move_to_end(key)
-        return entry
-
     async def _held_from(
         self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
     ) -> LookResult:
@@ -294,26 +275,16 @@ class WaitingPolls:
     async def _look(self, wait: _Wait, key: Hashable | None, channels: Sequence[str]) -> LookResult:
         """A look of a waiting poll, kept for the client's next poll when it had no news and
         every channel was listened to from before it began (so a write after it rings)."""
-        wakeups = self.wakeups
-        assert wakeups is not None
-        stamp = None
-        if key is not None and all(map(wakeups.listening, channels)):
-            stamp = wakeups.stamp(channels)
-            looked_at_ms = time.time() * 1000
+        assert self.wakeups is not None
+        stamped = self.kept_looks.stamp(key, self.wakeups, channels)
         result = await wait.look()
-        if stamp is not None:
-            if (
+        if key is not None and stamped is not None:
+            no_news = (
                 not result.cannot_wait
                 and not result.policy_changed
                 and wait.verdict(Moment.LOOKED, result) is KEEP_WAITING
-            ):
-                since_ms = min(looked_at_ms, result.kept_since_ms or looked_at_ms)
-                self._kept[key] = (KeptLook(since_ms, result.due_at_ms, stamp), result)
-                self._kept.move_to_end(key)
-                while len(self._kept) > self.config.max_waiting:
-                    self._kept.popitem(last=False)
-            else:
-                self._kept.pop(key, None)
+            )
+            self.kept_looks.keep(key, stamped, result if no_news else None)
         return result
 
     async def _wait(
@@ -397,16 +368,3 @@ class WaitingPolls:
         return [
             list_channel(service, poll.user_id) for service in self.engine.listed_services(poll)
         ]
-
-
-def _cache_key(poll: Poll) -> Hashable | None:
-    """The watch cache's key: the same user, known orders (their statuses and tags), services
-    and stated versions; none when the client forces a refetch (that needs a look)."""
-    if poll.forced:
-        return None
-    return (
-        poll.user_id,
-        tuple((k.key, k.order.status, tuple(sorted(k.order.tags.items()))) for k in poll.known),
-        tuple(poll.services),
-        tuple(sorted(poll.stated_versions.items())),
-    )
