@@ -11,7 +11,8 @@ import argparse
 import sys
 
 from devtools.simulation.explore import default_workers, explore
-from devtools.simulation.run import Options, run_seed
+from devtools.simulation.options import Options
+from devtools.simulation.run import run_seed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,47 +4,45 @@ wires them), admission, waiting polls and part service, over the simulated tag s
 sources, upstreams and wake-ups. What the aiohttp handlers do around them (parse the body,
 answer 503 past the cap) is done here in a few lines; the HTTP layer itself is not simulated.
 
-Three thin subclasses, none changing what the product does: the engine tells an observer of
-each look (the invariants checked look by look), the waiting polls check each poll held from
-a kept look (the watch cache) against a fresh look, and the listings keep a poll's answers in
-service order, where the engine hands them over in the order of a set of service names, which
-is the interpreter's hash order: with it, a seed would replay differently under another
-PYTHONHASHSEED."""
+It is observed through thin subclasses of the engine, the waiting polls and the listings
+(devtools/simulation/observed.py), none changing what the product does."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from devtools.simulation.observed import (
+    CheckedWaitingPolls,
+    ObservedEngine,
+    OrderedListings,
+    PollObserver,
+)
 from devtools.simulation.store import SimTagStore
-from devtools.simulation.wakeups import CURRENT_POLL, PollState, SimWakeups, WatchObserver
+from devtools.simulation.wakeups import CURRENT_POLL, PollState, SimWakeups
 from services.bff.admission import Admission
 from services.bff.config import ProtocolSettings
-from services.bff.engine import LookResult, OrdersStateEngine
-from services.bff.known_orders import ParsedKnownOrder, parse_poll
-from services.bff.listings import Listings
+from services.bff.known_orders import parse_poll
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from services.bff.poll import Caller, Poll
 from services.bff.ports import OrderSource, PartUpstream
-from services.bff.tag_cache import TagCache, TagsRead
+from services.bff.tag_cache import TagCache
 from services.bff.tag_reads import JoinedTagReads
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitCause, WaitingPolls, _Wait
+from services.orders_state.waiting.polls import WaitCause
 from shared.answer import AnsweredOrder
 from shared.errors import Overloaded
-from shared.policy import PartEndpoint, PollingPolicy, Stage
-from shared.protocol.waiting import KeptLook, has_news
-from shared.upstream_wire import SourceResponse
-from shared.wire import USER_HEADER, OrderKey
+from shared.policy import PollingPolicy, Stage
+from shared.wire import USER_HEADER
 
 # the protocol's numbers as a deployment has them by default (the environment is not read:
 # a run depends on its seed alone)
@@ -57,123 +55,9 @@ class Refused(Exception):
     """The process takes no new request (it is stopping or not started): connection refused."""
 
 
-class LookObserver(Protocol):
-    def look_started(self, known: Sequence[ParsedKnownOrder]) -> dict[OrderKey, Any]:
-        """What the observer needs of the moment before the look (the stored tags of the
-        orders it forces)."""
-        ...
-
-    def look(
-        self,
-        process: str,
-        user_id: str,
-        known: Sequence[ParsedKnownOrder],
-        started: float,
-        result: LookResult,
-        before: dict[OrderKey, Any],
-    ) -> None: ...
-
-    def looked_again(self, process: str, user_id: str, lost: str) -> None:
-        """A held poll looked again though its process knew `lost` ("the tag cache",
-        "pub/sub") was gone."""
-
-    def kept_look_missed(
-        self, process: str, user_id: str, channels: Sequence[str], since_s: float, news: str
-    ) -> None:
-        """A poll held from a kept look that a fresh look made at that moment answers with
-        news (`news` says which): the watch cache hid a change, unless a message on one of
-        its channels was lost since `since_s` (loop time of the kept look)."""
-
-
-class PollObserver(LookObserver, WatchObserver, Protocol):
-    def answered(self, process: str, user_id: str, reply: PollReply) -> None: ...
-
-    def part_answered(
-        self, user_id: str, endpoint: PartEndpoint, parts: list[dict[str, Any]]
-    ) -> None: ...
-
-
-class ObservedEngine(OrdersStateEngine):
-    """The engine, telling an observer of each look."""
-
-    observer: LookObserver
-    process: str
-    # what of Redis the process knows it has lost now ("" when nothing)
-    lost: Callable[[], str]
-
-    async def look(self, poll: Poll, *, handing_out: bool = False) -> LookResult:
-        started = asyncio.get_running_loop().time()
-        state = CURRENT_POLL.get()
-        lost = self.lost()
-        if state is not None and state.held and lost:
-            # docs/protocol.md: Waiting poll, "polls already held when the tag cache or the
-            # pub/sub connection is lost are answered with their last look, with no new look"
-            self.observer.looked_again(self.process, poll.user_id, lost)
-        before = self.observer.look_started(poll.known)
-        result = await super().look(poll, handing_out=handing_out)
-        self.observer.look(self.process, poll.user_id, poll.known, started, result, before)
-        return result
-
-
-class CheckedWaitingPolls(WaitingPolls):
-    """The waiting polls, each poll held from a kept look (the watch cache) checked at that
-    moment against a fresh look: one with news is a change the cache made it miss. The fresh
-    look is the one the poll made before the cache, so the sources and the store see the
-    same calls; its answer is only compared, never sent."""
-
-    observer: PollObserver
-    process: str
-
-    async def _held_from(
-        self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
-    ) -> LookResult:
-        held = await super()._held_from(wait, kept, result, channels)
-        wakeups = self.wakeups
-        assert wakeups is not None
-        stamp = wakeups.stamp(channels)
-        loop = asyncio.get_running_loop()
-        since_s = loop.time() - (time.time() * 1000 - kept.since_ms) / 1000
-        fresh = await self.engine.look(wait.poll)
-        # a write during the fresh look rings the held poll: only what was there before counts
-        if wakeups.stamp(channels) == stamp and not fresh.cannot_wait:
-            news = _news(wait.known_statuses, fresh)
-            if news:
-                self.observer.kept_look_missed(
-                    self.process, wait.poll.user_id, channels, since_s, news
-                )
-        return held
-
-
-def _news(known_statuses: Mapping[OrderKey, str], fresh: LookResult) -> str:
-    if not has_news(known_statuses, fresh.orders, policy_changed=fresh.policy_changed):
-        return ""
-    return (
-        "; ".join(
-            f"{o.key.service}:{o.key.orderid} {o.status}"
-            + (f" need_request {list(o.need_request)}" if getattr(o, "need_request", None) else "")
-            for o in fresh.orders
-        )
-        or "a known order left out"
-    )
-
-
 def _caller(user_id: str) -> Caller:
     """A simulated request's caller: the user id, forwarded as the gateway's header."""
     return Caller(user_id, {USER_HEADER: user_id})
-
-
-class OrderedListings(Listings):
-    """Kept answers in the services' name order: the engine hands them in the sources' order
-    now, but the seeds recorded in tests/simulation (the known failures' especially) were found
-    with this order of the kept ages' random draws, and replay only with it."""
-
-    def keep(
-        self,
-        user_id: str,
-        read: TagsRead | None,
-        asked: Mapping[str, SourceResponse | None],
-    ) -> None:
-        super().keep(user_id, read, dict(sorted(asked.items())))
 
 
 @dataclass

@@ -6,13 +6,8 @@ shutdown; the parts in `need_request` fetched by priority, a few orders a reques
 requests at a time; a part error marks the part stale and backs it off; `expired` drops the
 order; an order made on this device is polled for at once (a held poll is given up); after a
 user's change, `force` on the order until a part shows the change's version, or 15 s.
-
-`MisbehavingClient` does what the protocol asks apps not to: names other users' orders, forces
-on every poll, polls faster than told, asks for parts of orders that are not its user's.
-
-Each request takes a few milliseconds on the network, drawn from the client's own random
-stream, so what happens next depends on the seed, not on the order the loop happened to wake
-things in.
+(devtools/simulation/misbehaving.py has the client that does not; network.py how both reach
+the replicas.)
 """
 
 from __future__ import annotations
@@ -26,9 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from devtools.simulation.bff import BffProcess, PollReply, Refused
-from devtools.simulation.wakeups import CURRENT_USER
-from devtools.simulation.world import World
+from devtools.simulation.bff import PollReply
+from devtools.simulation.network import Network
 from services.orders_state.waiting.polls import WaitCause
 from shared.answer import ActualOrder
 from shared.policy import PartRule, PollingPolicy
@@ -44,12 +38,6 @@ BACKOFF_CAP_S = 30.0
 CHANGE_DEADLINE_S = 15.0
 # after these causes a waiting client polls again at once (client/model.py)
 AGAIN_AT_ONCE = frozenset({WaitCause.NEWS, WaitCause.WAKEUP, WaitCause.TIMEOUT, WaitCause.SHUTDOWN})
-
-
-class Replicas(Protocol):
-    def pick(self, turn: int) -> list[BffProcess]:
-        """The replicas to try for a request, in the order a balancer would."""
-        ...
 
 
 class ClientObserver(Protocol):
@@ -112,50 +100,6 @@ class Order:
         if self.pending is not None:
             entry["force"] = True
         return entry
-
-
-class Network:
-    """How a client reaches the replicas: in turn, passing over one that refuses (as
-    client/transport.py's Replicas does), each way a few milliseconds."""
-
-    def __init__(self, replicas: Callable[[], Sequence[BffProcess]], rng: random.Random) -> None:
-        self.replicas = replicas
-        self.rng = rng
-        self._turn = 0
-
-    async def orders_state(self, user_id: str, body: dict[str, Any]) -> PollReply | None:
-        reply: PollReply | None = await self.call(
-            user_id, lambda process: process.orders_state(user_id, body)
-        )
-        return reply
-
-    async def launch(self, user_id: str, body: dict[str, Any]) -> PollReply | None:
-        reply: PollReply | None = await self.call(
-            user_id, lambda process: process.launch(user_id, body)
-        )
-        return reply
-
-    async def part(
-        self, user_id: str, url: str, orders: Sequence[tuple[str, str | None]]
-    ) -> list[dict[str, Any]] | None:
-        parts: list[dict[str, Any]] | None = await self.call(
-            user_id, lambda process: process.part(user_id, url, orders)
-        )
-        return parts
-
-    async def call(self, user_id: str, request: Callable[[BffProcess], Any]) -> Any:
-        """The reply, or None when no replica takes the request. The network's time is
-        taken on the way there (one timer a request: the way back adds nothing the order of
-        events depends on)."""
-        replicas = list(self.replicas())
-        self._turn += 1
-        await asyncio.sleep(0.004 + self.rng.random() * 0.04)
-        for step in range(len(replicas)):
-            process = replicas[(self._turn + step) % len(replicas)]
-            CURRENT_USER.set(user_id)
-            with contextlib.suppress(Refused):
-                return await request(process)
-        return None
 
 
 class ProtocolClient:
@@ -408,64 +352,6 @@ class ProtocolClient:
                 order.seen_version >= pending.version or now >= pending.deadline
             ):
                 order.pending = None
-
-
-class MisbehavingClient:
-    """Names other users' orders with force on every poll, one of them (its victim) every
-    time, whatever their state; polls every few seconds whatever the interval (often enough
-    to spend an order's force budget many times over); asks for their parts."""
-
-    def __init__(
-        self,
-        name: str,
-        user_id: str,
-        world: World,
-        policy: PollingPolicy,
-        network: Network,
-        rng: random.Random,
-    ) -> None:
-        self.name = name
-        self.user_id = user_id
-        self.world = world
-        self.network = network
-        self.rng = rng
-        self.fast_info = policy.services["taxi"].rules_by_priority[0].url
-        self.victim: OrderKey | None = None
-
-    async def run(self, start_t: float, end_t: float) -> None:
-        loop = asyncio.get_running_loop()
-        await asyncio.sleep(max(0.0, start_t - loop.time()))
-        # bounded by the run's end: a pause of at least three seconds each turn
-        while loop.time() < end_t:
-            others = [
-                order
-                for order in self.world.orders.values()
-                if order.user_id != self.user_id and order.finished_t is None
-            ]
-            victim = self.world.orders.get(self.victim) if self.victim is not None else None
-            if (victim is None or victim.finished_t is not None) and others:
-                self.victim = self.rng.choice(others).key
-            if self.victim is not None:
-                named = [self.victim]
-                named += [o.key for o in self.rng.sample(others, min(len(others), 2))]
-                body: dict[str, Any] = {
-                    "known_orders": [
-                        {
-                            "orderid": key.orderid,
-                            "service": key.service,
-                            "status": "driving",
-                            "force": True,
-                            "created_at": self.world.orders[key].created_at,
-                        }
-                        for key in dict.fromkeys(named)
-                    ],
-                    "supported_services": SUPPORTED,
-                }
-                await self.network.orders_state(self.user_id, body)
-                if self.victim.service == "taxi" and self.rng.random() < 0.3:
-                    asked = [(self.victim.orderid, None)]
-                    await self.network.part(self.user_id, self.fast_info, asked)
-            await asyncio.sleep(self.rng.uniform(3.0, 6.0))
 
 
 def _decoded(value: Any) -> Any:

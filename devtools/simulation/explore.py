@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from devtools.simulation.run import DEFAULT_OPTIONS, Options, run_seed
+from devtools.simulation.options import DEFAULT_OPTIONS, Options
+from devtools.simulation.run import run_seed
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,25 @@
 """One run: a seed's plan played in virtual time against the real engine, with every
-invariant checked, and its report."""
+invariant checked, and its report (devtools/simulation/report.py), as its options
+(devtools/simulation/options.py) say."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache
 
 from devtools.simulation.bff import BffProcess
-from devtools.simulation.checks import Checker, ClientInfo, Trace, Violation
-from devtools.simulation.clients import MisbehavingClient, Network, ProtocolClient
+from devtools.simulation.checks import Checker
+from devtools.simulation.clients import ProtocolClient
+from devtools.simulation.misbehaving import MisbehavingClient
+from devtools.simulation.network import Network
+from devtools.simulation.options import DEFAULT_OPTIONS, Options
+from devtools.simulation.report import Report
 from devtools.simulation.scenario import DURATION_S, Fault, OrderPlan, Scenario, Step, plan
 from devtools.simulation.store import SimTagStore
+from devtools.simulation.trace import ClientInfo
 from devtools.simulation.upstreams import (
     CallLog,
     SourceBackend,
@@ -37,48 +40,6 @@ DRAIN_S = 30.0
 @cache
 def policy() -> PollingPolicy:
     return load_policy()
-
-
-@dataclass
-class Report:
-    seed: int
-    scenario: Scenario
-    violations: list[Violation]
-    trace: Trace
-    answers: int
-    looks: int
-    calls: int
-    virtual_s: float
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def digest(self) -> str:
-        """The run's events, in an order that does not depend on the order the loop woke
-        tasks due at the same virtual instant (a process's waiting polls, answered at once on
-        shutdown, in the order of a set): equal digests, the same run."""
-        lines = sorted(event.line() for event in self.trace.events)
-        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-
-    def describe(self) -> str:
-        if self.ok:
-            return f"seed {self.seed}: ok ({self.answers} answers, {self.looks} looks)"
-        first = self.violations[0]
-        counts = Counter(v.invariant for v in self.violations)
-        lines = [
-            f"seed {self.seed}: {len(self.violations)} violations "
-            f"({', '.join(f'{name} {n}' for name, n in sorted(counts.items()))})",
-            f"replay: pytest tests/simulation/test_simulation.py --seed {self.seed}  "
-            f"(or python -m devtools.simulation --seed {self.seed})",
-            "",
-            self.scenario.describe(),
-            "",
-            f"first broken invariant, at {first.t:.3f} s: {first.invariant}: {first.message}",
-            "what happened around it:",
-            *self.trace.around(first.t, first.user_id),
-        ]
-        return "\n".join(lines)
 
 
 class Faults:
@@ -169,25 +130,6 @@ class Faults:
                 run.store.lose_connections()
             elif fault.empty:
                 run.store.flush()
-
-
-@dataclass(frozen=True)
-class Options:
-    """Ways to run a seed other than the default: each puts back a behaviour the contract
-    leaves open that the simulation found to fail (tests/simulation/README.md: Known
-    failures)."""
-
-    # lagging replicas answer no list tag for data they have none for (as the emulator's)
-    untagged_replicas: bool = False
-    # clients poll again at once after a part answered `expired` (as the reference client)
-    at_once_after_expired: bool = False
-    # waiting re-polls held from their client's last look (the watch cache, off by default:
-    # docs/protocol.md, Waiting poll); the invariants then allow what the cache costs a
-    # wake-up lost on a live connection
-    watch_cache: bool = False
-
-
-DEFAULT_OPTIONS = Options()
 
 
 class Run:

@@ -1,5 +1,5 @@
 """What the simulation found that the contract leaves open, each shown on a seed with the
-behaviour the contract allows put in (devtools/simulation/run.py: Options). Strict xfail: the
+behaviour the contract allows put in (devtools/simulation/options.py: Options). Strict xfail: the
 day one is fixed, its test passes, fails the run, and this file and the README are updated.
 (tests/simulation/README.md: Known failures.)"""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from devtools.simulation.run import Options, run_seed
+from devtools.simulation.options import Options
+from devtools.simulation.run import run_seed
 
 
 @pytest.mark.xfail(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from devtools.simulation.run import Options, run_seed
+from devtools.simulation.options import Options
+from devtools.simulation.run import run_seed
 from tests.simulation.regressions import SWITCHES
 
 # failure → (seed, the invariant that found it there)

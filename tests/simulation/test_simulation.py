@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from devtools.simulation.explore import default_workers, explore
-from devtools.simulation.run import Options, run_seed
+from devtools.simulation.options import Options
+from devtools.simulation.run import run_seed
 from devtools.simulation.vloop import Stalled, run_virtual
 from tests.conftest import SUMMARY_LINES
 
@@ -57,9 +58,7 @@ def test_a_seed_is_the_same_run_every_time() -> None:
     digest = run_seed(seed).digest()
     assert run_seed(seed).digest() == digest
     # another process, with another hash seed (set iteration order): the same run
-    script = (
-        f"from devtools.simulation.run import Options, run_seed; print(run_seed({seed}).digest())"
-    )
+    script = f"from devtools.simulation.run import run_seed; print(run_seed({seed}).digest())"
     other = subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,

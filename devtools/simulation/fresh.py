@@ -1,0 +1,189 @@
+"""The `fresh` check, client by client after the run (devtools/simulation/checks.py): what each
+protocol client saw and held, and by when it had to see each change."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from devtools.simulation.bounds import KEPT_LOOK_S, LIST_MAX_AGE_S, MIN_TTL_S, SEEN_WITHIN_S
+from devtools.simulation.check_base import CheckerBase
+from devtools.simulation.trace import status_index
+from shared.redis import list_channel, tags_channel
+from shared.wire import OrderKey
+
+
+class FreshChecks(CheckerBase):
+    """Client by client: the records the protocol clients report, and `fresh` on them."""
+
+    # --- client by client --------------------------------------------------------------------
+
+    def client_saw(self, client: str, key: OrderKey, status: str, t: float) -> None:
+        self.saw.setdefault((client, key), []).append((t, status_index(key.service, status)))
+
+    def client_version(self, client: str, key: OrderKey, version: int, t: float) -> None:
+        self.versions.setdefault((client, key), []).append((t, version))
+
+    def client_orders(self, client: str, keys: Sequence[OrderKey], t: float) -> None:
+        self.holds.setdefault(client, []).append((t, frozenset(keys)))
+
+    def client_promise(self, client: str, sent: float, t: float, next_within_s: float) -> None:
+        self.promises.setdefault(client, []).append((t, next_within_s, sent))
+
+    def client_polled(self, client: str, t: float) -> None:
+        self.polls.setdefault(client, []).append(t)
+
+    def _held(self, client: str, key: OrderKey, t: float) -> bool | None:
+        records = self.holds.get(client, [])
+        index = bisect.bisect_right(records, t, key=lambda r: r[0]) - 1
+        return key in records[index][1] if index >= 0 else None
+
+    def _looked_by(self, client: str, base: float) -> float | None:
+        """When, at the latest, `client` has a poll that looked after `base`, by what the
+        server told it: each answer says how soon the next poll looks (plain: within its
+        interval; waiting, at once after news, a timeout or a wake-up: within a wait). Polls
+        sent before `base` and answered after it (a held poll whose wake-up was lost, say)
+        may not show a change made at `base`: their answers' promises count too."""
+        records = self.promises.get(client, [])
+        first = bisect.bisect_right(records, base, key=lambda r: r[0]) - 1
+        if first < 0:
+            return None
+        bound = records[first][0] + records[first][1]
+        for answered, promise, sent in records[first + 1 :]:
+            if sent >= base:
+                break
+            bound = max(bound, answered + promise)
+        return bound
+
+    def _longest(self, client: str, start: float, end: float) -> float:
+        """The longest promise of the answers `client` got in [start, end]."""
+        records = self.promises.get(client, [])
+        first = max(0, bisect.bisect_right(records, start, key=lambda r: r[0]) - 1)
+        last = bisect.bisect_right(records, end, key=lambda r: r[0])
+        return max((promise for _, promise, _ in records[first:last]), default=0.0)
+
+    def _seen_by(
+        self,
+        base: float,
+        client: str,
+        service: str,
+        upstream: str | None,
+        channels: Sequence[str] = (),
+    ) -> float | None:
+        """When a change written at `base` must be held by `client` at the latest, with the
+        contract's exceptions; None when the client had not started. A wake-up lost on one
+        of `channels` (the order's, the user's list of the service) may be missed by polls
+        held from the last look before it until the next full look (docs/protocol.md:
+        Waiting poll, at least every 0.75 × list_max_age), and one wait more."""
+        looked = self._looked_by(client, base)
+        if looked is None:
+            return None
+        deadline = max(base, looked) + SEEN_WITHIN_S
+        for _ in range(8):
+            extended = deadline
+            longest = self._longest(client, base - 1, extended)
+            for span in self.timeline.degraded_spans(base - 1, deadline):
+                extended = max(extended, span.end + longest + SEEN_WITHIN_S)
+            for span in self.timeline.source_spans(service, base - 1, deadline):
+                extended = max(extended, span.end + MIN_TTL_S + longest + SEEN_WITHIN_S)
+            if upstream is not None:
+                for span in self.timeline.upstream_spans(upstream, base - 1, deadline):
+                    extended = max(extended, span.end + longest + SEEN_WITHIN_S)
+            for lost_t, channel in self.store.lost_messages if self.watch_cache else ():
+                if base - 1 <= lost_t <= deadline and channel in channels:
+                    extended = max(extended, lost_t + KEPT_LOOK_S + longest + SEEN_WITHIN_S)
+            if extended == deadline:
+                break
+            deadline = extended
+        return deadline
+
+    def _fresh(self, end_t: float) -> None:
+        protocol = [c for c in self.clients.values() if not c.misbehaving]
+        for change in self.world.status_changes:
+            order = self.world.orders[change.key]
+            service = change.key.service
+            upstream = "totw" if service == "taxi" else f"{service}_full"
+            channels = (
+                tags_channel(service, change.key.orderid),
+                list_channel(service, change.user_id),
+            )
+            for client in protocol:
+                if client.user_id != change.user_id or not self._held(
+                    client.name, change.key, change.data_t
+                ):
+                    continue
+                if change.finished:
+                    base = (
+                        change.list_bump_t
+                        if change.list_bump_t is not None
+                        else change.data_t + LIST_MAX_AGE_S + 2
+                    )
+                    deadline = self._seen_by(base, client.name, service, None, channels)
+                    if (
+                        deadline is not None
+                        and deadline < end_t
+                        and self._held(client.name, change.key, deadline)
+                    ):
+                        self.violation(
+                            deadline,
+                            "fresh",
+                            f"{client.name} still shows {change.key}, finished at "
+                            f"{change.data_t:.3f} (list bump {change.list_bump_t})",
+                            client.user_id,
+                        )
+                    continue
+                gone = order.finished_t
+                if change.list_bump_t is not None:
+                    deadline = self._seen_by(
+                        change.list_bump_t, client.name, service, None, channels
+                    )
+                    if (
+                        deadline is not None
+                        and deadline < end_t
+                        and (gone is None or deadline < gone)
+                        and self._held(client.name, change.key, deadline)
+                        and not self._saw(
+                            client.name,
+                            change.key,
+                            change.data_t,
+                            deadline,
+                            status_index(service, change.status),
+                        )
+                    ):
+                        self.violation(
+                            deadline,
+                            "fresh",
+                            f"{client.name} has not seen {change.key} {change.status} (data "
+                            f"{change.data_t:.3f}, list bump {change.list_bump_t:.3f}) by "
+                            f"{deadline:.3f}",
+                            client.user_id,
+                        )
+                if change.part_bump_t is not None:
+                    deadline = self._seen_by(
+                        change.part_bump_t + MIN_TTL_S, client.name, service, upstream, channels
+                    )
+                    if (
+                        deadline is not None
+                        and deadline < end_t
+                        and (gone is None or deadline < gone)
+                        and self._held(client.name, change.key, deadline)
+                        and not self._version(
+                            client.name, change.key, change.data_t, deadline, change.version
+                        )
+                    ):
+                        self.violation(
+                            deadline,
+                            "fresh",
+                            f"{client.name} has not fetched {change.key} version "
+                            f"{change.version} ({change.status}; data {change.data_t:.3f}, "
+                            f"tags {change.part_bump_t:.3f}) by {deadline:.3f}",
+                            client.user_id,
+                        )
+
+    def _saw(self, client: str, key: OrderKey, start: float, end: float, index: int) -> bool:
+        return any(
+            start <= t <= end and seen >= index for t, seen in self.saw.get((client, key), ())
+        )
+
+    def _version(self, client: str, key: OrderKey, start: float, end: float, version: int) -> bool:
+        return any(t <= end and seen >= version for t, seen in self.versions.get((client, key), ()))
