@@ -209,6 +209,9 @@ class _Race(Generic[T]):
     def _hedge_done(self, hedge: asyncio.Future[T]) -> None:
         self.hedges.discard(hedge)
         if self.decided:
+            # a loser that ended before the caller's task came back to forget the rest: it
+            # is forgotten here, or its failure is logged as never retrieved
+            self.hedging._forget(hedge)
             return
         error = hedge.exception()
         if error is None:

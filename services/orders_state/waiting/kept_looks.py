@@ -22,6 +22,8 @@ def cache_key(poll: Poll) -> Hashable | None:
         return None
     return (
         poll.user_id,
+        # forwarded to the sources: two devices of one user in two languages get two answers
+        poll.caller.headers.get("Accept-Language"),
         tuple((k.key, k.order.status, tuple(sorted(k.order.tags.items()))) for k in poll.known),
         tuple(poll.services),
         tuple(sorted(poll.stated_versions.items())),

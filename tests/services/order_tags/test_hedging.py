@@ -4,6 +4,7 @@ losers are cancelled, and the budget bounds how many more calls Redis gets."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable
 
 import pytest
@@ -188,3 +189,32 @@ async def test_a_hedge_that_wins_leaves_the_callers_task_and_deadline_as_they_we
     (await attempts.nth(2)).set_result("from the hedge")
     assert await call == "from the hedge"
     assert attempts.answers[0].cancelled()
+
+
+async def test_hedges_that_fail_as_another_wins_are_retrieved_and_counted_as_losers() -> None:
+    # every attempt out at once (the first silent, three hedges), then one answers and two
+    # fail in the same turn, before the caller's task is back: each loser is cut short or
+    # read, and the store told, and nothing is left for asyncio to log as never retrieved
+    loop = asyncio.get_running_loop()
+    unretrieved: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: unretrieved.append(context))
+    losers = 0
+    all_lost = asyncio.Event()
+
+    def lost() -> None:
+        nonlocal losers
+        losers += 1
+        if losers == HEDGE_ATTEMPTS - 1:
+            all_lost.set()
+
+    attempts = Attempts()
+    call = asyncio.ensure_future(hedging(on_loser=lost).run(attempts))
+    await attempts.nth(HEDGE_ATTEMPTS)
+    attempts.answers[1].set_result("from the first hedge")
+    for answer in attempts.answers[2:]:
+        answer.set_exception(RedisConnectionError("reset"))
+    assert await call == "from the first hedge"
+    async with asyncio.timeout(5):
+        await all_lost.wait()
+    gc.collect()
+    assert unretrieved == []
