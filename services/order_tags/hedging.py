@@ -144,15 +144,18 @@ class _Race(Generic[T]):
                 if self.interrupted:
                     # the first attempt failed as it was cut short: the verdict stands
                     self.hedging.on_loser()
-                    self.task.uncancel()
+                    if self.task.uncancel() > self.cancelling:
+                        # the caller's own deadline fired in the same turn: it wins
+                        raise asyncio.CancelledError from error
                     return self._verdict()
                 if not _retryable(error):
                     raise
                 self.last_error = error
             else:
-                if self.interrupted:
-                    # answered anyway, just as a hedge did: the cancellation is taken back
-                    self.task.uncancel()
+                # answered anyway, just as a hedge did: the cancellation is taken back,
+                # unless the caller's own deadline fired in the same turn
+                if self.interrupted and self.task.uncancel() > self.cancelling:
+                    raise asyncio.CancelledError
                 return answer
             self.first_out = False
             if not self.decided and not self.hedges:

@@ -110,7 +110,9 @@ class _Wait:
         if self.looks == 1:
             self.polls.admission.check()
         engine = self.polls.engine
-        return replace(result, interval_ms=engine.interval_ms(result.orders, degraded=False))
+        return replace(
+            result, interval_ms=engine.interval_ms(result.orders, degraded=result.degraded)
+        )
 
     def verdict(
         self, moment: Moment, result: LookResult, *, may_wait: bool = True, room: bool = True
