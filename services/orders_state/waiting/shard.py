@@ -95,6 +95,9 @@ class Shard:
         # the connection is lost (then `available` says which)
         self._confirmations: dict[str, asyncio.Event] = {}
         self._task: asyncio.Task[None] | None = None
+        # close() was called: the read loop ends at its next turn whatever its cancellation
+        # became (redis-py can swallow one that meets a read's own timeout)
+        self._closing = False
 
     def start(self) -> None:
         """Connect, and keep connected: a lost connection is made anew, with backoff."""
@@ -102,10 +105,28 @@ class Shard:
 
     async def close(self) -> None:
         """Stop connecting, and close the Redis client if it is the shard's own."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._closing = True
+        task = self._task
+        if task is not None:
+            task.cancel()
+            # a cancellation lost inside redis-py's read left the loop reading for up to a
+            # keepalive: closing the connection under it ends that read at once, and the
+            # loop sees `_closing` (a process hung on shutdown, a test run on teardown)
+            pubsub = self._pubsub
+            if pubsub is not None and pubsub.connection is not None:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.connection.disconnect(nowait=True)
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+        # closed, not lost: no one is woken as by a loss, and no subscription waits on
+        self.available = False
+        for event in self._confirmations.values():
+            event.set()
+        self._confirmations.clear()
         if self.owns_client:
             await self.redis.aclose()
 
@@ -158,7 +179,7 @@ class Shard:
 
     async def _run(self) -> None:
         attempt = 0
-        while True:
+        while not self._closing:
             pubsub = self.redis.pubsub()
             try:
                 await self._connect(pubsub)
@@ -167,11 +188,14 @@ class Shard:
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError, TimeoutError) as exc:
-                self._lost(exc)
+                if not self._closing:
+                    self._lost(exc)
             finally:
                 self._pubsub = None
                 with contextlib.suppress(RedisError, OSError):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
+            if self._closing:
+                return
             # a reconnect backoff, not a wait for an event: nothing announces Redis is back
             await asyncio.sleep(RECONNECT_BACKOFF_S[min(attempt, len(RECONNECT_BACKOFF_S) - 1)])
             attempt += 1
@@ -191,7 +215,7 @@ class Shard:
     async def _read(self, pubsub: PubSub) -> None:
         loop = asyncio.get_running_loop()
         heard_at = loop.time()
-        while True:
+        while not self._closing:
             message = await pubsub.get_message(timeout=self.keepalive_s)
             now = loop.time()
             if message is not None:
