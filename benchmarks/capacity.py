@@ -29,7 +29,10 @@ its own limit (0.75 to 1 of `list_max_age`) at its next poll: how often that is,
 (`reask_period_s`), not measured.
 
     python benchmarks/capacity.py [--users 1000] [--requests 3000] [--concurrency 20] [--waits 20]
-                                  [--orders 1000000] [--idle-apps 2000000]
+                                  [--orders 1000000] [--idle-apps 2000000] [--log-level INFO]
+
+The services log at `--log-level`, INFO by default: what compose and the manifests deploy (the
+access log then writes its sample, errors and slow requests; docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -176,9 +179,15 @@ async def measure(
 
 
 async def main(
-    users: int, requests: int, concurrency: int, waits: int, model_orders: int, idle_apps: int
+    users: int,
+    requests: int,
+    concurrency: int,
+    waits: int,
+    model_orders: int,
+    idle_apps: int,
+    log_level: str,
 ) -> None:
-    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": "ERROR"}
+    env = {**os.environ, **free_ports_env(), "LOG_LEVEL": log_level}
     env |= {"EMULATOR_DRIVER_ENABLED": "false"}
     protocol = {
         "part_fetches": {"recent_memo_bytes": 0},
@@ -285,7 +294,10 @@ async def main(
             waited.subtract(answered_before)
         await redis.aclose()
 
-    print(f"{users} users, one driving taxi order each; {concurrency} requests at a time")
+    print(
+        f"{users} users, one driving taxi order each; {concurrency} requests at a time; "
+        f"the services at LOG_LEVEL {log_level}"
+    )
     print(f"one order's tags in Redis (MEMORY USAGE of its hash): {key_bytes:.0f} bytes")
     head = (
         f"{'request':<10}{'req/s':>9}{'orders_state ms':>17}{'order_tags ms':>15}"
@@ -417,6 +429,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--idle-apps", type=int, default=2_000_000, help="the model's apps with no active order"
     )
+    parser.add_argument(
+        "--log-level", default="INFO", help="the services' LOG_LEVEL (INFO: as deployed)"
+    )
     args = parser.parse_args()
     uvloop.run(
         main(
@@ -426,5 +441,6 @@ if __name__ == "__main__":
             args.waits,
             args.orders,
             args.idle_apps,
+            args.log_level,
         )
     )

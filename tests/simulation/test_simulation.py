@@ -24,6 +24,10 @@ from tests.conftest import SUMMARY_LINES
 ROOT = Path(__file__).resolve().parents[2]
 # 200 runs of ten virtual minutes each: under a minute on two cores of this project's machine
 CI_SEEDS = range(1, 201)
+# the watch cache is off by default: its exploration takes the first half of the CI set,
+# which holds the first seed that finds its own failure, (e) (65; README: Checking the checks),
+# at half the CPU of the whole set (about 45 CPU-seconds of a parallel run's 600)
+WATCH_CACHE_SEEDS = range(1, 101)
 
 
 @pytest.mark.long
@@ -46,7 +50,9 @@ def test_every_invariant_holds_on_every_seed(request: pytest.FixtureRequest) -> 
 def test_every_invariant_holds_on_every_seed_with_the_watch_cache() -> None:
     """The watch cache (off by default) holds a re-poll from its client's last look: every
     poll it holds is checked against a fresh look made at that moment (`watch_cache`)."""
-    exploration = explore(CI_SEEDS, workers=default_workers(), options=Options(watch_cache=True))
+    exploration = explore(
+        WATCH_CACHE_SEEDS, workers=default_workers(), options=Options(watch_cache=True)
+    )
     SUMMARY_LINES.append(f"simulation, watch cache on: {exploration.summary()}")
     if exploration.failed:
         pytest.fail(f"{exploration.failed[0].report}\n\n{exploration.summary()}", pytrace=False)
