@@ -12,7 +12,9 @@ the answers:
 - legacy: /3.0/taxiontheway through orders_state (what the old polling cost this layer);
 - waiting: orders/state with wait_ms 1000 and no news, answered at its wait's end (a waiting
   poll's look, subscription and answer; holding itself costs next to nothing); each user
-  polls again at once when answered, `--waits` times (20), as a waiting client does;
+  polls again at once when answered, `--waits` times (20), as a waiting client does (after a
+  poll that could not be held, `unavailable` or `shed`, it waits the answer's interval
+  first, as a client does);
 - paced: plain polls (wait_ms 0) at the waiting polls' rate, each user's a second apart: what
   the wait itself adds, beside the rate;
 - re-ask: the first poll of as many new users, which have no kept source answer: each of the
@@ -90,6 +92,9 @@ HEAVY_CALLS = {"legacy": 8.87, "mlutp": 1.27, "mlutp_wait": 1.19}
 # its jitter); waiting, its poll is held 25 s (wait_ms) plus up to 1/16 of it, and it polls
 # again at once
 IDLE_POLL_S = {"mlutp": (27.0, 33.0), "mlutp_wait": (25.0, 25.0 * 17 / 16)}
+# the answers of a waiting poll (X-Mlutp-Wait) after which a client polls again at once; after
+# the others (`unavailable`, `shed`) it waits the interval (docs/protocol.md: Waiting poll)
+AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
 # the request kind an app with no order's poll is costed as (an upper bound: it reads no tags)
 POLL_KIND = {"mlutp": "poll", "mlutp_wait": "waiting"}
 
@@ -223,6 +228,14 @@ async def main(
                 async with session.post(url, json=body, headers={"X-Yandex-UID": user}) as r:
                     payload = await r.read()
                     assert r.status == 200, payload
+                    if body.get("wait_ms") and r.headers.get("X-Mlutp-Wait") not in AT_ONCE:
+                        # a waiting poll that could not be held: a client waits the interval
+                        # before its next poll; one that polled again at once spun a busy
+                        # process into the ground (19,899 of 20,000 answers unavailable,
+                        # each asking for another, at --users 1000)
+                        interval_ms = int(r.headers["X-Yataxi-Polling-Interval-Ms"])
+                        # a timer by nature: the client's interval
+                        await asyncio.sleep(interval_ms / 1000)
                     return len(payload)
 
             def poll(wait_ms: int, pause_s: float = 0.0) -> Callable[[int], Awaitable[int]]:
