@@ -7,6 +7,7 @@ import logging
 import random
 import sys
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,43 @@ class AccessLog:
         if elapsed_s >= self.slow_s and wait not in HELD_WAITS:
             return True
         return self.sample > 0 and self.rng.random() < self.sample
+
+
+# a warning of one kind is written at most once per this many seconds (`Sparse`)
+SPARSE_WARNING_S = 10.0
+
+
+class Sparse:
+    """Writes a warning of each kind at most once per `period_s`, and counts the ones left out:
+    the next one written says how many (`left_out`). In an outage a warning per request is a
+    log storm (13,880 "cannot listen for wake-ups" and 7,309 "order source unavailable" lines
+    in one minute of an overloaded benchmark), and writing it costs the struggling process CPU
+    it lacks; the metrics count every failure, the log says that it happens and how often."""
+
+    def __init__(
+        self, period_s: float = SPARSE_WARNING_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.period_s = period_s
+        self.clock = clock
+        self._written_at: dict[Hashable, float] = {}
+        self._left_out: dict[Hashable, int] = {}
+
+    def admit(self, kind: Hashable) -> int | None:
+        """None: leave this one out; else write it, saying how many of its kind were left out
+        since the last one written."""
+        now = self.clock()
+        written_at = self._written_at.get(kind)
+        if written_at is not None and now - written_at < self.period_s:
+            self._left_out[kind] = self._left_out.get(kind, 0) + 1
+            return None
+        self._written_at[kind] = now
+        return self._left_out.pop(kind, 0)
+
+    def warning(self, logger: logging.Logger, msg: str, kind: Hashable, **extra: Any) -> None:
+        """`logger.warning(msg, extra=...)` if `admit(kind)`, with `left_out` in `extra`."""
+        left_out = self.admit(kind)
+        if left_out is not None:
+            logger.warning(msg, extra={**extra, "left_out": left_out})
 
 
 def setup_logging(service: str, level: str = "INFO", json: bool = True) -> None:

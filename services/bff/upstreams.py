@@ -21,6 +21,7 @@ from services.bff.ports import Fetched, FetchOutcome
 from shared import wire
 from shared.errors import ServiceUnavailable
 from shared.http import CircuitOpenError, Protection, RetryPolicy, UpstreamClient, UpstreamResponse
+from shared.logs import Sparse
 from shared.upstream_wire import SourceKnownOrder, SourceRequest, SourceResponse
 
 log = logging.getLogger("mlutp.upstreams")
@@ -50,6 +51,7 @@ class OrderSourceClient(UpstreamClient):
             own_queue_allowance_s=own_queue_allowance_s,
         )
         self.service = service
+        self._warnings = Sparse()
 
     async def list_active(
         self,
@@ -66,20 +68,20 @@ class OrderSourceClient(UpstreamClient):
         except CircuitOpenError:
             return None  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:
-            log.warning(
-                "order source unavailable", extra={"source": self.service, "error": repr(exc)}
+            self._warnings.warning(
+                log, "order source unavailable", "unavailable", source=self.service, error=repr(exc)
             )
             return None
         if response.status != 200:
-            log.warning(
-                "order source failed", extra={"source": self.service, "status": response.status}
+            self._warnings.warning(
+                log, "order source failed", "failed", source=self.service, status=response.status
             )
             return None
         try:
             return self._decoder.decode(response.body)
         except msgspec.DecodeError as exc:
-            log.warning(
-                "order source answered garbage", extra={"source": self.service, "error": str(exc)}
+            self._warnings.warning(
+                log, "order source answered garbage", "garbage", source=self.service, error=str(exc)
             )
             return None
 
@@ -104,6 +106,7 @@ class PartUpstreamClient(UpstreamClient):
             retry=RetryPolicy(attempts=2, retry_on_5xx=True, retry_on_timeout=True),
             protection=protection,
         )
+        self._warnings = Sparse()
 
     async def fetch(self, body: Mapping[str, Any], caller: Caller) -> Fetched:
         try:
@@ -111,7 +114,9 @@ class PartUpstreamClient(UpstreamClient):
         except CircuitOpenError:
             return Fetched(FetchOutcome.STALE)  # counted by the protection's metrics, not logged
         except (TimeoutError, aiohttp.ClientError) as exc:
-            log.warning("part upstream failed", extra={"url": self.base_url, "error": repr(exc)})
+            self._warnings.warning(
+                log, "part upstream failed", "failed", url=self.base_url, error=repr(exc)
+            )
             return Fetched(FetchOutcome.STALE)
         return self._outcome(response)
 

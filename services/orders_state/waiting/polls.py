@@ -30,6 +30,7 @@ from services.orders_state.waiting.kept_looks import KeptLooks, cache_key
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import Waiter, Wakeups
 from shared.errors import Overloaded
+from shared.logs import Sparse
 from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
 from shared.protocol.waiting import (
     KEEP_WAITING,
@@ -146,6 +147,7 @@ class WaitingPolls:
         self.wakeups = wakeups
         self.config = config
         self.metrics = metrics
+        self._warnings = Sparse()
         self.rng = rng or random.Random()
         # polls that asked to wait and took a slot (in any phase: looking, listening, held)
         self.waiting = 0
@@ -242,7 +244,9 @@ class WaitingPolls:
                     if unheard:
                         await watch.listen(unheard, self.config.subscribe_deadline_s)
                 except (RedisError, OSError, TimeoutError) as exc:
-                    log.warning("cannot listen for wake-ups", extra={"error": repr(exc)})
+                    self._warnings.warning(
+                        log, "cannot listen for wake-ups", "listen", error=repr(exc)
+                    )
                     return await self._at_once(wait, may_wait=False)
                 if unheard:
                     result = await self._look(wait, key, channels)
