@@ -31,6 +31,7 @@ WATCH_CACHE_SEEDS = range(1, 101)
 
 
 @pytest.mark.long
+@pytest.mark.cpu_bound
 def test_every_invariant_holds_on_every_seed(request: pytest.FixtureRequest) -> None:
     one = request.config.getoption("--seed", default=None)
     if one is not None:
@@ -47,6 +48,7 @@ def test_every_invariant_holds_on_every_seed(request: pytest.FixtureRequest) -> 
 
 
 @pytest.mark.long
+@pytest.mark.cpu_bound
 def test_every_invariant_holds_on_every_seed_with_the_watch_cache() -> None:
     """The watch cache (off by default) holds a re-poll from its client's last look: every
     poll it holds is checked against a fresh look made at that moment (`watch_cache`)."""
