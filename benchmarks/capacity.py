@@ -12,9 +12,9 @@ the answers:
 - legacy: /3.0/taxiontheway through orders_state (what the old polling cost this layer);
 - waiting: orders/state with wait_ms 1000 and no news, answered at its wait's end (a waiting
   poll's look, subscription and answer; holding itself costs next to nothing); each user
-  polls again at once when answered, `--waits` times (20), as a waiting client does (after a
-  poll that could not be held, `unavailable` or `shed`, it waits the answer's interval
-  first, as a client does);
+  polls again at once when answered, `--waits` times (20), as a waiting client does (and,
+  like one, waits the answer's interval first after a poll that could not be held:
+  `unavailable` or `shed`);
 - paced: plain polls (wait_ms 0) at the waiting polls' rate, each user's a second apart: what
   the wait itself adds, beside the rate;
 - re-ask: the first poll of as many new users, which have no kept source answer: each of the

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # 200 runs of ten virtual minutes each: under a minute on two cores of this project's machine
 CI_SEEDS = range(1, 201)
 # the watch cache is off by default: its exploration takes the first half of the CI set,
-# which holds the first seed that finds its own failure, (e) (65; README: Checking the checks),
+# which holds the first seed that finds its own failure, (e) (65; README: What it finds),
 # at half the CPU of the whole set (about 45 CPU-seconds of a parallel run's 600)
 WATCH_CACHE_SEEDS = range(1, 101)
 
