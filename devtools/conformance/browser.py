@@ -11,11 +11,12 @@ import time
 import urllib.parse
 from typing import Any
 
+from devtools.conformance.clients import KIT_CHANGE_DEADLINE_S, KIT_WAIT_MS
 from devtools.conformance.kit import PATIENCE_S
 
-# the kit's browser client: waiting polls; user changes given up on as soon as the Python one's
-WAIT_MS = 5000
-CHANGE_DEADLINE_S = 4.0
+# the kit's browser client waits and gives up on user changes as the Python one does
+WAIT_MS = KIT_WAIT_MS
+CHANGE_DEADLINE_S = KIT_CHANGE_DEADLINE_S
 # a look into the page (a wait for its view) gives up when the kit does
 SCRIPT_TIMEOUT_S = PATIENCE_S
 
