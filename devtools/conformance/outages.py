@@ -43,7 +43,7 @@ async def source_down(kit: Kit) -> list[str]:
     return []
 
 
-def _degraded(exchange: Exchange) -> bool:
+def answered_degraded(exchange: Exchange) -> bool:
     """An answer given while the tag store is down: a waiting poll is told `unavailable`; a
     plain one cannot tell, so any answer counts. A 304 is an answer too: a client that sends
     its ETag back is told "nothing new" that way, degraded or not."""
@@ -69,7 +69,7 @@ async def tag_cache_down(kit: Kit) -> list[str]:
         # the check below catches, not a slow client)
         await kit.until(
             f"poll {POLLS_WHILE_DOWN} times while the tag store is down",
-            lambda ex: sum(_degraded(e) for e in polls_after(ex, down)) >= POLLS_WHILE_DOWN,
+            lambda ex: sum(answered_degraded(e) for e in polls_after(ex, down)) >= POLLS_WHILE_DOWN,
             patience_s=2 * PATIENCE_S,
         )
         await switch.set(down=False)

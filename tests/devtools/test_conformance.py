@@ -14,7 +14,7 @@ import pytest
 import client.client as client_module
 from client import timing
 from client.model import POLL_AGAIN_AT_ONCE, Rule
-from devtools.conformance import checks
+from devtools.conformance import checks, outages
 from devtools.conformance.browser import BrowserClient, NoBrowser, find_browser
 from devtools.conformance.clients import KIT_OPTIONS, PythonClient
 from devtools.conformance.flow import CLOSE_M
@@ -101,6 +101,21 @@ def test_polling_at_once_after_news_the_client_did_not_act_on_is_a_tight_loop():
     # news with nothing to fetch (a status moved on): at once is right
     moved = poll(0, [], [order([])], interval_ms=2000, waited="news")
     assert checks.interval_kept([moved, poll(0.05, [], [])]) == []
+
+
+def test_a_poll_answered_while_the_tag_store_is_down_counts_whether_200_or_304():
+    def waiting(status: int, wait: str) -> Exchange:
+        headers = {"X-Mlutp-Wait": wait}
+        return Exchange(0, POLL_PATH, "u", {"wait_ms": 2000}, {}, status, headers, {"orders": []})
+
+    # a waiting client is told so; one that sent its ETag back is told "nothing new" by a 304
+    assert outages.answered_degraded(waiting(200, "unavailable"))
+    assert outages.answered_degraded(waiting(304, "unavailable"))
+    # a wait that ran is no answer of a store that is down; nor is a 503
+    assert not outages.answered_degraded(waiting(304, "timeout"))
+    assert not outages.answered_degraded(waiting(503, "unavailable"))
+    # a plain poll cannot tell: any answer counts
+    assert outages.answered_degraded(poll(0, [], [], status=304))
 
 
 def test_a_part_not_named_or_named_and_not_fetched_or_out_of_priority_is_named():
