@@ -11,12 +11,9 @@ import time
 import urllib.parse
 from typing import Any
 
-from devtools.conformance.clients import KIT_CHANGE_DEADLINE_S, KIT_WAIT_MS
+from devtools.conformance.clients import KIT_OPTIONS
 from devtools.conformance.kit import PATIENCE_S
 
-# the kit's browser client waits and gives up on user changes as the Python one does
-WAIT_MS = KIT_WAIT_MS
-CHANGE_DEADLINE_S = KIT_CHANGE_DEADLINE_S
 # a look into the page (a wait for its view) gives up when the kit does
 SCRIPT_TIMEOUT_S = PATIENCE_S
 
@@ -38,7 +35,8 @@ def find_browser() -> tuple[str, str]:
 
 class BrowserClient:
     name = "browser"
-    change_deadline_s = CHANGE_DEADLINE_S
+    # it waits, and gives up on user changes, as the kit's Python client does
+    change_deadline_s = KIT_OPTIONS.change_deadline_s
 
     def __init__(self) -> None:
         self._driver: Any = None
@@ -63,8 +61,8 @@ class BrowserClient:
         query = urllib.parse.urlencode(
             {
                 "user": user,
-                "wait_ms": WAIT_MS,
-                "change_deadline_ms": int(CHANGE_DEADLINE_S * 1000),
+                "wait_ms": KIT_OPTIONS.wait_ms,
+                "change_deadline_ms": int(KIT_OPTIONS.change_deadline_s * 1000),
             }
         )
         # the page's requests go to its own origin: the pass-through

@@ -43,9 +43,7 @@ class ClientUnderTest(Protocol):
 # the kit's reference clients: waiting polls, as apps make them, but short ones (a scenario
 # waits out a whole wait each time it waits for "one poll more"); user changes given up on
 # sooner, so that a scenario that waits out two deadlines takes seconds
-KIT_WAIT_MS = 2000
-KIT_CHANGE_DEADLINE_S = 4.0
-KIT_OPTIONS = ClientOptions(change_deadline_s=KIT_CHANGE_DEADLINE_S, wait_ms=KIT_WAIT_MS)
+KIT_OPTIONS = ClientOptions(change_deadline_s=4.0, wait_ms=2000)
 # where the kit's app says it is: an app that knows its position sends it with every totw part
 # request, so the kit sees (and checks) its shape; the browser client's page says the same
 KIT_POSITION = Position((37.6, 55.7), 1009)
