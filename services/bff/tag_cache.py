@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -66,6 +67,10 @@ class TagCache:
         # unix ms of the first failure since the cache last answered: the outage's start,
         # from which degraded refetches are spread
         self.unavailable_since_ms: int | None = None
+        # the failed calls the circuit has counted: a joined call's failure reaches each poll
+        # joined in it as one exception, and counts once, so "failures in a row" are calls,
+        # not polls (else one lost call of five polls opened the circuit for everyone)
+        self._failures_counted: weakref.WeakSet[BaseException] = weakref.WeakSet()
 
     @property
     def available(self) -> bool:
@@ -127,8 +132,10 @@ class TagCache:
             self.circuit.abandon()
             self.metrics.tag_cache_call("rejected").inc()
             return None
-        except OrderTagsUnavailable:
-            self.circuit.failure(self.clock())
+        except OrderTagsUnavailable as failed:
+            if failed not in self._failures_counted:
+                self._failures_counted.add(failed)
+                self.circuit.failure(self.clock())
             self._unavailable()
             self.metrics.tag_cache_call("unavailable").inc()
             self.metrics.circuit_open.set(int(self.circuit.is_open))

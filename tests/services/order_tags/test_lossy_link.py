@@ -28,12 +28,15 @@ from shared.embedded_redis import EmbeddedRedis
 pytestmark = [pytest.mark.fault_matrix, pytest.mark.long, pytest.mark.timeout(120)]
 
 # the polls' rate, as the benchmark's; the run long enough that one opening of the circuit
-# (2 s), which a busy machine causes now and then without any loss, stays within the margin
+# (2 s), which a busy machine may still cause without any loss, stays within the margin
 RATE = 200.0
 SECONDS = 30.0
 ONE_IN = 10
 # the shares of polls degraded and of the run with the circuit open, at most. Measured on 2
-# shared cores: 1-3 % and 0-1 % (without the hedge: 88-99.5 % and over 90 %)
+# shared cores: 1-3 % and 0-1 % (without the hedge: 88-99.5 % and over 90 %); beside 8
+# busy processes, 1.3-2.4 % and 0 %. When the circuit counted a failed poll, not a failed
+# call (one late call of five joined polls opened it), 3 runs in 7 there had it open
+# 7-14 % of the time, and CI once failed on 22 % degraded
 AT_MOST = 0.10
 
 
