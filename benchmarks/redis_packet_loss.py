@@ -7,7 +7,7 @@ rule in the namespace drops packets at random, both ways, on Redis's port only
 (devtools/lossy_link.py; the kernel has no netem). order_tags runs in this process as it runs
 in production (its settings from RedisSettings: the 100 ms deadline, the hedge), and so does
 the BFF's side of the tag cache: the joined reads, the order_tags client with the poll's
-50 ms deadline, and the circuit breaker (5 failures in a row open it for 2 s). Polls come at a
+50 ms deadline, and the circuit breaker (5 failed calls in a row open it for 2 s). Polls come at a
 fixed rate, each one a poll's read: two orders and one list.
 
 For each phase: the share of packets the rule dropped, the share of polls whose read failed
