@@ -7,8 +7,8 @@ rule in the namespace drops packets at random, both ways, on Redis's port only
 (devtools/lossy_link.py; the kernel has no netem). order_tags runs in this process as it runs
 in production (its settings from RedisSettings: the 100 ms deadline, the hedge), and so does
 the BFF's side of the tag cache: the joined reads, the order_tags client with the poll's
-50 ms deadline, and the circuit breaker (5 failed calls in a row open it for 2 s). Polls come at a
-fixed rate, each one a poll's read: two orders and one list.
+50 ms deadline, and the circuit breaker (5 failed calls in a row open it for 2 s). Polls come
+at a fixed rate, each one a poll's read: two orders and one list.
 
 For each phase: the share of packets the rule dropped, the share of polls whose read failed
 (the poll degraded: need_request rule 3), the share of the time the circuit was open, p50 and

@@ -26,7 +26,7 @@ async def test_one_failed_call_joining_many_polls_is_one_failure_of_the_circuit(
     assert reads == [None] * len(polls)
     assert tags.calls == ["get"]
     assert not cache.circuit.is_open
-    # the circuit opens on the calls that failed in a row: this one and as many more
+    # the circuit opens on failed calls in a row: that one and four more, one poll each
     for _ in range(failures_to_open - 2):
         assert await cache.read([OrderKey("taxi", "t0")], []) is None
     assert not cache.circuit.is_open
