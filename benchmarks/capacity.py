@@ -60,6 +60,7 @@ import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.users import POLICY, caught_up_users
+from client.model import INTERVAL_HEADER, POLL_AGAIN_AT_ONCE, WAIT_HEADER
 from devtools.stack import STACK, Stack, free_ports_env, own_stack
 from services.bff.config import ProtocolSettings
 from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
@@ -92,9 +93,6 @@ HEAVY_CALLS = {"legacy": 8.87, "mlutp": 1.27, "mlutp_wait": 1.19}
 # its jitter); waiting, its poll is held 25 s (wait_ms) plus up to 1/16 of it, and it polls
 # again at once
 IDLE_POLL_S = {"mlutp": (27.0, 33.0), "mlutp_wait": (25.0, 25.0 * 17 / 16)}
-# the answers of a waiting poll (X-Mlutp-Wait) after which a client polls again at once; after
-# the others (`unavailable`, `shed`) it waits the interval (docs/protocol.md: Waiting poll)
-AT_ONCE = frozenset({"news", "wakeup", "timeout", "shutdown"})
 # the request kind an app with no order's poll is costed as (an upper bound: it reads no tags)
 POLL_KIND = {"mlutp": "poll", "mlutp_wait": "waiting"}
 
@@ -228,12 +226,12 @@ async def main(
                 async with session.post(url, json=body, headers={"X-Yandex-UID": user}) as r:
                     payload = await r.read()
                     assert r.status == 200, payload
-                    if body.get("wait_ms") and r.headers.get("X-Mlutp-Wait") not in AT_ONCE:
+                    if body.get("wait_ms") and r.headers.get(WAIT_HEADER) not in POLL_AGAIN_AT_ONCE:
                         # a waiting poll that could not be held: a client waits the interval
                         # before its next poll; one that polled again at once spun a busy
                         # process into the ground (19,899 of 20,000 answers unavailable,
                         # each asking for another, at --users 1000)
-                        interval_ms = int(r.headers["X-Yataxi-Polling-Interval-Ms"])
+                        interval_ms = int(r.headers[INTERVAL_HEADER])
                         # a timer by nature: the client's interval
                         await asyncio.sleep(interval_ms / 1000)
                     return len(payload)
