@@ -117,11 +117,11 @@ class Shard:
             # hung a shutdown, and a test run's teardown for its 300-s limit
             while not (await asyncio.wait({task}, timeout=RECANCEL_S))[0]:
                 task.cancel()
-            if not task.cancelled() and task.exception() is not None:
+            failed = None if task.cancelled() else task.exception()
+            if failed is not None:
                 # the read loop failed while it closed: nothing is left to tell
                 log.debug(
-                    "pub/sub read ended on close",
-                    extra={"shard": self.name, "error": repr(task.exception())},
+                    "pub/sub read ended on close", extra={"shard": self.name, "error": repr(failed)}
                 )
         # closed, not lost: no one is woken as by a loss, and no subscription waits on
         self.available = False
