@@ -48,9 +48,24 @@ def has_news(
     return any(key not in answered_keys for key in known_statuses)
 
 
-def wait_budget_ms(wait_ms: int, rng: random.Random) -> float:
+# a poll of a client the process has not held lately is held for a wait drawn from this share
+# of wait_ms up (wait_budget_ms: first_here)
+FIRST_WAIT_FROM = 0.5
+
+
+def wait_budget_ms(wait_ms: int, rng: random.Random, *, first_here: bool = False) -> float:
     """How long a poll without news may be held: `wait_ms` plus a random extra of up to
-    `wait_ms / 16`, so clients whose waits began together do not all come back at once."""
+    `wait_ms / 16`, so clients whose waits began together do not all come back at once.
+
+    A poll that is its client's first here (`first_here`: the process has not held one of its
+    user's polls lately) is held from half of `wait_ms` up to the same end. Such polls come
+    together: every poll a stopping replica answered `shutdown` comes back at once to the
+    others, every client of a restarted one at its first poll. With a sixteenth of spread
+    their waits would end together a wait later, and the source answers kept meanwhile
+    expired would be asked again in one burst; over half a wait they come back spread, and
+    stay so (docs/protocol.md: Waiting poll)."""
+    if first_here:
+        return rng.uniform(wait_ms * FIRST_WAIT_FROM, wait_ms + wait_ms / WAIT_JITTER_DIVISOR)
     return wait_ms + rng.uniform(0, wait_ms / WAIT_JITTER_DIVISOR)
 
 

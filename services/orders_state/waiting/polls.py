@@ -29,6 +29,7 @@ from services.bff.poll import Poll
 from services.orders_state.waiting.kept_looks import KeptLooks, cache_key
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import Waiter, Wakeups
+from services.orders_state.waiting.seen_users import SeenUsers
 from shared.errors import Overloaded
 from shared.logs import Sparse
 from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
@@ -161,6 +162,10 @@ class WaitingPolls:
             max_entries=config.max_waiting,
             max_age_ms=KEPT_AGE_SPREAD_FROM * engine.config.list_max_age_ms,
         )
+        # a client polls again at once after a waiting answer, or within the longest interval
+        self.seen_users = SeenUsers(
+            max_entries=4 * config.max_waiting, forget_after_s=config.interval_max_ms / 1000
+        )
 
     def shutdown(self) -> None:
         """SIGTERM: every waiting poll answers now, and no new poll waits."""
@@ -174,7 +179,9 @@ class WaitingPolls:
                 result = await self.engine.look(poll)
                 return WaitedAnswer(result, None)
         loop = asyncio.get_running_loop()
-        ends_at = loop.time() + wait_budget_ms(poll.wait_ms, self.rng) / 1000
+        now = loop.time()
+        first_here = self.seen_users.first_here(poll.user_id, now)
+        ends_at = now + wait_budget_ms(poll.wait_ms, self.rng, first_here=first_here) / 1000
         wait = _Wait(self, poll, ends_at)
         try:
             answered = await self._answer(wait)

@@ -87,3 +87,47 @@ async def test_sigterm_answers_every_waiting_poll_at_once(
             assert time.monotonic() - started < 10  # not the 25 s wait
         async with asyncio.timeout(20):
             assert await process.wait() == 0
+
+
+async def test_polls_answered_shutdown_together_end_their_next_waits_apart(
+    order_tags_server: TestServer,
+    emulator_server: TestServer,
+    redis_server: EmbeddedRedis,
+    unique: str,
+) -> None:
+    """A rolling deploy: one replica SIGTERMed answers its held polls `shutdown`, and they all
+    come back at once to another. Their next waits must not end together a wait later (the
+    sources' answers kept meanwhile would be asked again in one burst): the other replica
+    holds each first poll of a client for a wait drawn from half of wait_ms up."""
+    wait_ms, clients = 4000, 20
+    redis = {"REDIS_URL": redis_server.url}
+    async with (
+        orders_state_process(order_tags_server, emulator_server, redis) as (stopping, process),
+        orders_state_process(order_tags_server, emulator_server, redis) as (other, _),
+        aiohttp.ClientSession() as session,
+    ):
+
+        async def client(i: int) -> float:
+            """A client held on the stopping replica, then back on the other at once: how
+            long its wait there lasted."""
+            request = {
+                "json": {"supported_services": ["taxi"], "wait_ms": wait_ms},
+                "headers": {"X-Yandex-UID": f"{unique}-{i}"},
+            }
+            async with session.post(f"{stopping}/mlutp/v1/orders/state", **request) as first:
+                assert first.headers["X-Mlutp-Wait"] == "shutdown"
+            started = time.monotonic()
+            async with session.post(f"{other}/mlutp/v1/orders/state", **request) as again:
+                assert again.headers["X-Mlutp-Wait"] == "timeout"
+            return time.monotonic() - started
+
+        waits = [asyncio.create_task(client(i)) for i in range(clients)]
+        async with asyncio.timeout(10):
+            while await waiting_polls(session, stopping) < clients:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            lasted = await asyncio.gather(*waits)
+    assert all(wait_ms / 2 / 1000 - 0.05 <= s <= wait_ms * 17 / 16 / 1000 + 1 for s in lasted)
+    # a sixteenth of the wait (250 ms) is all the spread waits begun together had before
+    assert max(lasted) - min(lasted) > wait_ms / 4 / 1000

@@ -98,6 +98,10 @@ async def test_with_no_news_the_answer_comes_when_the_wait_ends(
 ):
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     started = time.monotonic()
+    await poll_order(waiting_state, unique, orderid, tags, wait_ms=400)
+    # the client's first poll here: from half of wait_ms (polls that came together end apart)
+    assert time.monotonic() - started >= 0.2
+    started = time.monotonic()
     order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=400)
     elapsed = time.monotonic() - started
     assert order["need_request"] == [] and order["status"] == "driving"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from shared.answer import ActualOrder, AnsweredOrder, StaleOrder
 from shared.protocol.waiting import (
+    FIRST_WAIT_FROM,
     KEEP_WAITING,
     MAX_WAIT_MS,
     Answer,
@@ -81,6 +82,24 @@ def test_a_wait_lasts_wait_ms_plus_at_most_a_sixteenth(wait_ms: int, seed: int):
 def test_waits_begun_together_end_apart():
     rng = random.Random(7)
     assert len({wait_budget_ms(20_000, rng) for _ in range(20)}) > 1
+
+
+@given(st.integers(min_value=1, max_value=MAX_WAIT_MS), st.integers())
+def test_a_clients_first_wait_here_lasts_from_half_of_wait_ms_to_the_same_end(
+    wait_ms: int, seed: int
+):
+    budget = wait_budget_ms(wait_ms, random.Random(seed), first_here=True)
+    assert wait_ms * FIRST_WAIT_FROM <= budget <= wait_ms + wait_ms / 16
+
+
+def test_first_waits_begun_together_end_over_half_a_wait():
+    """Polls a stopping replica answered `shutdown` come back here together: their waits end
+    spread over half a wait, not within a sixteenth of it a wait later."""
+    rng = random.Random(7)
+    first = [wait_budget_ms(20_000, rng, first_here=True) for _ in range(200)]
+    usual = [wait_budget_ms(20_000, rng) for _ in range(200)]
+    assert max(usual) - min(usual) <= 20_000 / 16
+    assert max(first) - min(first) > 20_000 / 2 * 0.9
 
 
 def test_a_shed_poll_is_told_to_come_back_later_within_the_clamp():
