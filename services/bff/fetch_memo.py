@@ -10,6 +10,9 @@ data's age). Memory is bounded by bytes; the oldest entries go first.
   request is meant to follow a change, but nothing stops a client from sending one as fast
   as it can; its content tags unchanged since the remembered fetch (read before it) mean
   that fetch's data is still as new as they say.
+
+A failed fetch is remembered as a successful one is: a failing upstream gets no more calls than
+a healthy one (the parts of one document asked one after another share its failed call).
 """
 
 from __future__ import annotations

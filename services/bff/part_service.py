@@ -245,8 +245,10 @@ class PartService:
                 else:
                     body.pop("at_least", None)
                 fetched = await upstream.fetch(body, caller)
-                if fetched.outcome is not FetchOutcome.STALE:
-                    memo.put(one.key, Remembered(fetched, issued_ms, one.fetch.stored), issued_ms)
+                # a failure too, like a success: the parts of one document fetched one after
+                # another share its one failed call, and a client that asks again on every
+                # poll gets no more calls of a failing upstream than of a healthy one
+                memo.put(one.key, Remembered(fetched, issued_ms, one.fetch.stored), issued_ms)
                 one.fetch.fetched.set_result(fetched)
 
             await asyncio.gather(*(fetch_one(one) for one in started))

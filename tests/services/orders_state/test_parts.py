@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 from shared.protocol.tags import decode_tag
 from shared.redis import list_key, tags_key
 from tests.emulator_api import calls, change, create_order_id, set_fault, stats, totw
-from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, poll
+from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, MakeApp, poll
 from tests.raw_http import raw_post
 
 FAST = "/mlutp/v1/taxi/fast_info"
@@ -125,8 +125,10 @@ async def test_an_upstream_404_is_expired_without_a_retry(
 
 
 async def test_upstream_5xx_and_down_are_retried_once_then_stale(
-    orders_state: TestClient, emulator: TestClient, unique: str
+    make_orders_state: MakeApp, emulator: TestClient, unique: str
 ):
+    # every request reaches the upstream: no recent fetch (a failed one included) answers it
+    orders_state = await make_orders_state(protocol={"part_fetches": {"recent_memo_bytes": 0}})
     orderid = await create_order_id(emulator, unique)
     for mode in ("error500", "down"):
         await set_fault(emulator, "totw", mode)

@@ -94,3 +94,25 @@ async def test_retries_stay_within_the_budget_while_the_circuit_is_closed(
     # every request would retry once (100 calls); the budget allows 20 % of the calls
     assert made <= requests + max(3, 0.2 * requests) + 1, made
     assert made > requests  # the budget's share of retries did go out
+
+
+async def test_a_failure_is_remembered_like_a_success_for_the_min_ttl(
+    make_orders_state: MakeApp, emulator: TestClient, unique: str
+):
+    """A new order whose parts' upstream is down: the client asks for each of its parts, one
+    after another, on every poll. One document's parts share its one failed call for the min
+    TTL, as they would share a successful one: a failing upstream gets fewer calls, not more."""
+    client = await make_orders_state()
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "error500")
+    before = await calls(emulator, "totw")
+    for part in ("fast_info", "rarely_changed", "chat"):
+        resp = await client.post(
+            f"/mlutp/v1/taxi/{part}",
+            json={"orders": [{"orderid": orderid}]},
+            headers={"X-Yandex-UID": unique},
+        )
+        [answered] = (await resp.json())["orders"]
+        assert answered["error"] == {"update_status": "stale"}
+    # one call and its one retry, for the three parts
+    assert await calls(emulator, "totw") - before == 2
