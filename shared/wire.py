@@ -83,8 +83,10 @@ class ListKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class ForcedOrder(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """An order a client forced, and the user who did: an order's budget is counted per user,
-    so a user naming another's order spends nothing of its owner's (absent: per order)."""
+    """An order a client forced, and the user who did: counted against that user's budget of
+    the order only when the order's tags name the user its owner, so a user naming another's
+    order (or one that does not exist) spends nothing and writes nothing (absent: whose force
+    it is cannot be checked, and it is not honoured)."""
 
     service: ServiceName
     orderid: OrderId

@@ -5,8 +5,8 @@ It keeps what the real one keeps, as it keeps it (services/order_tags/storage.py
 order's parts with when its first tag was written and whose order it is; each user's list
 tag, made by the first read that finds none; each kept source answer under the list tag it was
 kept with, expiring after its own age; each force count per order and user over a minute from
-the first force counted. Every write that changes something is published on the order's
-channel, a list bump on the list's channel.
+the first force counted, counted only on an order whose owner is the forcing user. Every write
+that changes something is published on the order's channel, a list bump on the list's channel.
 
 Faults: down (every call fails at once, as order_tags answering 503), paused (every call
 waits for the client's deadline and fails, as a Redis stopped with SIGSTOP), flushed (all
@@ -169,6 +169,11 @@ class SimTagStore:
         now = self.now_ms()
         forced: list[bool] = []
         for each in force:
+            # as order_tags' scripts: a force on an order not the user's counts nowhere
+            owned = self._orders.get(each.key)
+            if owned is None or each.user_id is None or owned.owner != each.user_id:
+                forced.append(False)
+                continue
             started, count = self._forces.get(each, (now, 0))
             if now - started >= FORCE_WINDOW_MS:
                 started, count = now, 0

@@ -80,12 +80,27 @@ end
 return 1
 """
 
+# KEYS[1]: an order's hash, KEYS[2]: a user's force count of it (one hash tag: one slot);
+# ARGV: the user, the force window. The count only when the order is the user's (its hash
+# names them its owner), checked in the same step: a force on an order that does not exist,
+# or is another's, writes nothing. 0: not the user's order, nothing counted.
+FORCE_SCRIPT = """
+if redis.call("HGET", KEYS[1], "_owner") ~= ARGV[1] then
+  return 0
+end
+local count = redis.call("INCR", KEYS[2])
+redis.call("EXPIRE", KEYS[2], ARGV[2], "NX")
+return count
+"""
+
 # A whole read in one command, on a single Redis (on a cluster its keys are in many slots: a
-# pipeline of the commands above, one round trip per shard). KEYS: the orders' hashes, the
-# forced orders' counts, then each list's tag and kept answer; ARGV: how many orders and forced
-# orders, the force window, the lists' ttl, then a new tag per list. Answers the orders' hashes
-# (flat), the forced orders' counts, and each list's tag and kept answer. The client's cost is
-# per command, not per key: one command where a read of a superapp poll took four.
+# pipeline of the commands above, one round trip per shard). KEYS: the orders' hashes, each
+# forced order's hash and count (a pair each), then each list's tag and kept answer; ARGV:
+# how many orders and forced orders, the force window, the lists' ttl, the user of each forced
+# order, then a new tag per list. Answers the orders' hashes (flat), the forced orders' counts
+# (0: not the user's order, nothing counted: as FORCE_SCRIPT), and each list's tag and kept
+# answer. The client's cost is per command, not per key: one command where a read of a
+# superapp poll took four.
 READ_ALL_SCRIPT = """
 local orders = tonumber(ARGV[1])
 local forced = tonumber(ARGV[2])
@@ -94,14 +109,18 @@ for i = 1, orders do
   hashes[i] = redis.call("HGETALL", KEYS[i])
 end
 for i = 1, forced do
-  local key = KEYS[orders + i]
-  counts[i] = redis.call("INCR", key)
-  redis.call("EXPIRE", key, ARGV[3], "NX")
+  local order_key, count_key = KEYS[orders + 2 * i - 1], KEYS[orders + 2 * i]
+  if redis.call("HGET", order_key, "_owner") == ARGV[4 + i] then
+    counts[i] = redis.call("INCR", count_key)
+    redis.call("EXPIRE", count_key, ARGV[3], "NX")
+  else
+    counts[i] = 0
+  end
 end
-local first = orders + forced
+local first = orders + 2 * forced
 for i = 1, (#KEYS - first) / 2 do
   local tag_key, kept_key = KEYS[first + 2 * i - 1], KEYS[first + 2 * i]
-  local new_tag = ARGV[4 + i]
+  local new_tag = ARGV[4 + forced + i]
   local tag = redis.call("SET", tag_key, new_tag, "NX", "GET", "EX", ARGV[4])
   lists[i] = {tag or new_tag, redis.call("GET", kept_key)}
 end

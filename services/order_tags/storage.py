@@ -15,6 +15,7 @@ from services.order_tags.hedging import Hedging
 from services.order_tags.scripts import (
     BUMP_LIST_SCRIPT,
     DELETE_TAGS_SCRIPT,
+    FORCE_SCRIPT,
     READ_ALL_SCRIPT,
     READ_LIST_SCRIPT,
     SET_TAGS_SCRIPT,
@@ -42,6 +43,25 @@ class KeptEntry(NamedTuple):
 
 # the window of an order's force budget
 FORCE_WINDOW_S = 60
+
+
+def _force_keys(forced: ForcedOrder) -> list[str]:
+    """A forced order's hash and its user's force count of it: one hash tag, one slot, so one
+    script checks the owner and counts (on a cluster too)."""
+    return [
+        tags_key(forced.service, forced.orderid),
+        force_key(forced.service, forced.orderid, forced.user_id),
+    ]
+
+
+def _honoured(
+    forced: Sequence[ForcedOrder], counts: Sequence[int], force_per_minute: int
+) -> set[ForcedOrder]:
+    """The forced orders within their budget; a count of 0 is a force on an order not the
+    user's, counted nowhere."""
+    return {
+        order for order, count in zip(forced, counts, strict=True) if 0 < count <= force_per_minute
+    }
 
 
 class StoredOrder(NamedTuple):
@@ -191,8 +211,13 @@ class RedisTagStore:
         """The orders' tags (and when each order's first tag was written), each list's tag
         (made now when it has none) and kept answer, and which forced orders are within their
         budget, in one pipeline: one round trip per shard. A list's tag and its kept answer
-        share a hash tag: one shard; so do an order's tags and its force count."""
-        forced = list(dict.fromkeys(force))
+        share a hash tag: one shard; so do an order's tags and its force counts.
+
+        A force counts against the budget only on an order whose hash names the forcing user
+        its owner, checked where it is counted: a force on an order that does not exist, or
+        is another's (or with no user to check), is not honoured and writes nothing. What a
+        client can make the store keep is bounded by what it owns."""
+        forced = [each for each in dict.fromkeys(force) if each.user_id is not None]
         if self.single:
             return await self._run(lambda: self._read_all(orders, lists, forced, force_per_minute))
 
@@ -202,10 +227,8 @@ class RedisTagStore:
                 pipe.hgetall(tags_key(order.service, order.orderid))
             for each in forced:
                 # a minute from the first force counted: at most force_per_minute honoured
-                # in it, by every replica together
-                key = force_key(each.service, each.orderid, each.user_id)
-                pipe.incr(key)
-                pipe.expire(key, FORCE_WINDOW_S, nx=True)
+                # in it, by every replica together. EVAL: see the lists' below
+                pipe.eval(FORCE_SCRIPT, 2, *_force_keys(each), each.user_id, FORCE_WINDOW_S)
             for one, new_tag in zip(lists, new_content_tags(len(lists)), strict=True):
                 # the list tag, or a new one if there is none: a source's answer is kept only
                 # under a tag read before the source is asked
@@ -218,17 +241,11 @@ class RedisTagStore:
                 pipe.eval(READ_LIST_SCRIPT, 2, tag, kept, new_tag, self.ttl_s)
             results = await pipe.execute()
             tags = [split_created(stored) for stored in results[: len(orders)]]
-            counts = results[len(orders) : len(orders) + 2 * len(forced) : 2]
-            honoured = {
-                order
-                for order, count in zip(forced, counts, strict=True)
-                if count <= force_per_minute
-            }
+            counts = results[len(orders) : len(orders) + len(forced)]
             listed = [
-                StoredList(tag, kept or None)
-                for tag, kept in results[len(orders) + 2 * len(forced) :]
+                StoredList(tag, kept or None) for tag, kept in results[len(orders) + len(forced) :]
             ]
-            return StoredRead(tags, listed, honoured)
+            return StoredRead(tags, listed, _honoured(forced, counts, force_per_minute))
 
         return await self._run(operation)
 
@@ -241,17 +258,20 @@ class RedisTagStore:
     ) -> StoredRead:
         """`read` on a single Redis: one command."""
         keys = [tags_key(order.service, order.orderid) for order in orders]
-        keys += [force_key(order.service, order.orderid, order.user_id) for order in forced]
+        for each in forced:
+            keys += _force_keys(each)
         for one in lists:
             keys += [list_key(one.service, one.user_id), kept_answer_key(one.service, one.user_id)]
         args: list[str | int] = [len(orders), len(forced), FORCE_WINDOW_S, self.ttl_s]
+        args += [each.user_id or "" for each in forced]
         args += new_content_tags(len(lists))
         hashes, counts, listed = await self._read_all_script(keys=keys, args=args)
         tags = [split_created(dict(zip(flat[::2], flat[1::2], strict=True))) for flat in hashes]
-        honoured = {
-            order for order, count in zip(forced, counts, strict=True) if count <= force_per_minute
-        }
-        return StoredRead(tags, [StoredList(tag, kept or None) for tag, kept in listed], honoured)
+        return StoredRead(
+            tags,
+            [StoredList(tag, kept or None) for tag, kept in listed],
+            _honoured(forced, counts, force_per_minute),
+        )
 
     async def bump_list(self, service: str, user_id: str) -> str:
         """A new list tag: what the source lists for the user changed. Published on the

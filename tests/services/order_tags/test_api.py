@@ -9,7 +9,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from shared.redis import force_key, kept_answer_key, tags_key
+from shared.redis import kept_answer_key, tags_key
 from tests.helpers import stored_parts
 from tests.services.order_tags.conftest import AUTH
 
@@ -355,60 +355,6 @@ async def test_a_kept_answer_another_version_wrote_reads_as_none(
     assert resp.status == 200
     (listed,) = (await resp.json())["lists"]
     assert listed.get("kept") is None and listed["tag"]
-
-
-async def get_forced(
-    tags_client: TestClient, orders: list[dict[str, str]], per_minute: int
-) -> list[bool]:
-    resp = await post(
-        tags_client,
-        "/v1/tags/get",
-        {"orders": orders, "force": orders, "force_per_minute": per_minute},
-    )
-    assert resp.status == 200
-    return [order.get("force_honoured", False) for order in (await resp.json())["orders"]]
-
-
-async def test_force_is_honoured_at_most_its_budget_per_order_in_a_minute(
-    tags_client: TestClient, unique: str, redis_sync: redis.Redis
-):
-    one = {"service": "taxi", "orderid": f"{unique}-1"}
-    other = {"service": "taxi", "orderid": f"{unique}-2"}
-    assert [await get_forced(tags_client, [one], 3) for _ in range(5)] == [[True]] * 3 + [
-        [False]
-    ] * 2
-    # each order has a budget of its own, and a zero budget honours nothing
-    assert await get_forced(tags_client, [other], 3) == [True]
-    assert await get_forced(tags_client, [{"service": "eats", "orderid": unique}], 0) == [False]
-    # a read that does not force spends nothing and says nothing of force
-    resp = await post(tags_client, "/v1/tags/get", {"orders": [other]})
-    assert "force_honoured" not in (await resp.json())["orders"][0]
-    # the window is a minute from the first force counted, on the order's shard
-    key = force_key("taxi", f"{unique}-1")
-    assert 0 < redis_sync.ttl(key) <= 60
-    redis_sync.delete(key)  # the minute is over
-    assert await get_forced(tags_client, [one], 3) == [True]
-
-
-async def test_a_force_is_counted_against_the_budget_of_the_user_who_sent_it(
-    tags_client: TestClient, unique: str
-):
-    order = {"service": "taxi", "orderid": f"{unique}-owned"}
-    owner, other = {**order, "user_id": unique}, {**order, "user_id": f"{unique}-other"}
-
-    async def forced(entry: dict[str, str]) -> bool:
-        resp = await post(
-            tags_client,
-            "/v1/tags/get",
-            {"orders": [order], "force": [entry], "force_per_minute": 2},
-        )
-        assert resp.status == 200
-        [honoured] = (await resp.json())["forced"]
-        return bool(honoured)
-
-    # another user spends their own budget of the order, not its owner's
-    assert [await forced(other) for _ in range(4)] == [True, True, False, False]
-    assert [await forced(owner) for _ in range(3)] == [True, True, False]
 
 
 SUPERAPP = ("taxi", "eats", "grocery")

@@ -81,3 +81,46 @@ async def test_set_only_if_absent_bump_and_delete_on_the_cluster(
     assert (await resp.json())["tags"]["full_info"] != "a"
     resp = await cluster_client.post("/v1/tags/delete", json=order, headers=AUTH)
     assert await resp.json() == {"deleted": True}
+
+
+async def test_the_force_budget_on_the_cluster_counts_only_the_owners_force(
+    cluster_client: TestClient, cluster: list[EmbeddedRedis], unique: str
+):
+    """The owner checked where the force is counted, on the order's shard (its hash and the
+    counts share its hash tag): forces on made-up orders and another's order write nothing."""
+    owner, intruder = f"{unique}-owner", f"{unique}-intruder"
+    owned = [{"service": "taxi", "orderid": f"{unique}-{i}"} for i in range(10)]
+    resp = await cluster_client.post(
+        "/v1/tags/create",
+        json={"orders": [{**o, "parts": ["fast_info"], "user_id": owner} for o in owned]},
+        headers=AUTH,
+    )
+    assert resp.status == 200
+
+    def keys() -> list[bytes]:
+        return sorted(
+            key
+            for node in cluster
+            for key in redis.Redis(port=node.port).scan_iter(match=f"*{unique}*")
+        )
+
+    async def forced(forces: list[dict[str, str]]) -> list[bool]:
+        orders = [{"service": f["service"], "orderid": f["orderid"]} for f in forces]
+        resp = await cluster_client.post(
+            "/v1/tags/get",
+            json={"orders": orders, "force": forces, "force_per_minute": 2},
+            headers=AUTH,
+        )
+        assert resp.status == 200, await resp.text()
+        return list((await resp.json())["forced"])
+
+    stored = keys()
+    made_up = [
+        {"service": "eats", "orderid": f"{unique}-x{i}", "user_id": owner} for i in range(20)
+    ]
+    assert await forced(made_up) == [False] * 20
+    assert await forced([{**o, "user_id": intruder} for o in owned]) == [False] * 10
+    assert keys() == stored
+    by_owner = [{**o, "user_id": owner} for o in owned]
+    assert [await forced(by_owner) for _ in range(3)] == [[True] * 10, [True] * 10, [False] * 10]
+    assert len(keys()) == len(stored) + 10
