@@ -61,7 +61,8 @@ class SourceLists:
 
 
 def listing(world: World, service: str, user_id: str) -> SourceResponse:
-    """What the service's source lists for the user now (the primary's data)."""
+    """What the service's source lists for the user now (the primary's data), each order at
+    its version now: a replica that serves this answer later serves that version with it."""
     active = world.active(user_id, service)
     if len(active) < order_limit(service):
         allowed = SourceAllowance(can_make_more_orders=True)
@@ -69,7 +70,12 @@ def listing(world: World, service: str, user_id: str) -> SourceResponse:
         allowed = SourceAllowance(False, "active_orders_limit")
     orders = [
         SourceOrder(
-            o.orderid, o.status, o.created_at, o.brief(), change_capabilities(service, o.status)
+            o.orderid,
+            o.status,
+            o.created_at,
+            o.brief(),
+            change_capabilities(service, o.status),
+            version=o.version,
         )
         for o in active
     ]

@@ -32,6 +32,10 @@ class ActualOrder(msgspec.Struct, tag_field="update_status", tag="actual", omit_
     # the source's, as it orders the list: a client echoes it, so that the order, stale while
     # its service is down, stays where it is
     created_at: str = ""
+    # the source's order version (docs/protocol.md: Orders and their order): the client echoes
+    # it, and no later answer gives the order actual at an older one; absent when the source
+    # has no versions
+    version: int | None = None
     # launch with extended order info: the required parts fetched inline, with their tags
     parts: dict[str, PartData] | None = None
     # the source's brief fields: on the wire, fields of the order object
@@ -59,6 +63,8 @@ class StaleOrder(msgspec.Struct, tag_field="update_status", tag="stale", omit_de
     change_capabilities: dict[str, ChangeCapability]
     # the client's echoed created_at, if it is a well-formed one: the order is placed by it
     created_at: str | None = None
+    # the client's echoed version, if it is a well-formed one (shared.protocol.monotonic)
+    version: int | None = None
     # the client's own extra fields, echoed back: on the wire, fields of the order object
     echo: dict[str, Any] = {}
 

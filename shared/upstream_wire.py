@@ -37,6 +37,10 @@ class SourceOrder(msgspec.Struct):
     brief: dict[str, Any] = {}
     # what the user may change in this order now, by kind of change
     change_capabilities: dict[str, ChangeCapability] = {}
+    # the order's version in the data this answer shows (e.g. order_proc's): an integer that
+    # grows with every change of the order; a lagging replica serves its older one. Absent:
+    # the source has no versions, and its orders are not checked against clients' echoes
+    version: int | None = None
 
 
 class SourceResponse(msgspec.Struct):

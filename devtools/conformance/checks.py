@@ -8,6 +8,7 @@ in order): each returns what broke a rule, in words; none, when the client kept 
 - sends back the tags it got;
 - sends `force` only while a change of its own is unseen;
 - keeps a stale order, with its echo fields;
+- echoes the `version` of each actual order it holds (monotonic reads);
 - sends `position` in the design note's shape, `{"point": [lon, lat], "dx": <metres>}`.
 """
 
@@ -255,6 +256,30 @@ def stale_orders_kept_with_echo(exchanges: Sequence[Exchange]) -> list[str]:
                 stale.add(order["orderid"])
             elif order.get("update_status") == "actual":
                 brief[order["orderid"]] = {k: v for k, v in order.items() if k not in STATE_KEYS}
+    return problems
+
+
+def versions_echoed(exchanges: Sequence[Exchange]) -> list[str]:
+    """Each order the client holds is named with the `version` of the last actual answer
+    that gave one (a stale answer echoes it and changes nothing): without it, the server
+    cannot keep the order from going backwards (docs/protocol.md: Orders and their order)."""
+    problems = []
+    held: dict[str, int] = {}  # orderid → the version of its last actual answer
+    for exchange in exchanges:
+        if exchange.kind not in ("launch", "poll"):
+            continue
+        for known in exchange.request.get("known_orders", []):
+            orderid = known.get("orderid", "")
+            version = held.get(orderid)
+            if version is not None and known.get("version") != version:
+                echoed = known.get("version")
+                problems.append(f"{orderid} was polled with version {echoed}, not {version}")
+        if exchange.status != 200:
+            continue
+        for order in _orders(exchange):
+            version = order.get("version")
+            if order.get("update_status") == "actual" and isinstance(version, int):
+                held[order["orderid"]] = version
     return problems
 
 

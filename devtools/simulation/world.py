@@ -163,6 +163,7 @@ class World:
                     order.created_at,
                     {"title": f"{service} {order.key.orderid}"},
                     change_capabilities(service, order.status),
+                    version=order.version,
                 )
                 for order in active
             ],

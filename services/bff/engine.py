@@ -16,6 +16,7 @@ import msgspec
 from services.bff.known_orders import ParsedKnownOrder
 from services.bff.listings import Listings, current_answers, lagging_orders
 from services.bff.metrics import BffMetrics
+from services.bff.monotonic_reads import VersionChecks, behind, echoed_versions
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
 from services.bff.source_calls import SourceCalls
@@ -34,6 +35,7 @@ from shared.protocol.allowed_changes import (
     unavailable_capabilities,
 )
 from shared.protocol.interval import IntervalRules, polling_interval_ms
+from shared.protocol.monotonic import echoed_version
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import (
     CanonicalKey,
@@ -94,6 +96,9 @@ def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleO
     if echoed is not None and not placing:
         # not one that places the order, but the client's own field: echoed like the rest
         echo["created_at"] = echoed
+    version = echoed_version(known.extras.get("version"))
+    if version is None and "version" in known.extras:
+        echo["version"] = known.extras["version"]  # the same: no version, the client's field
     return StaleOrder(
         orderid=known.order.orderid,
         service=known.order.service,
@@ -102,6 +107,7 @@ def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleO
         need_request=[],
         change_capabilities=unavailable_capabilities(capabilities),
         created_at=echoed if placing and isinstance(echoed, str) else None,
+        version=version,
         echo=echo,
     )
 
@@ -138,6 +144,7 @@ class OrdersStateEngine:
         self.listings = Listings(
             tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
         )
+        self.version_checks = VersionChecks(config.timings.min_ttl_ms)
 
     def _capabilities(self, service: str) -> tuple[str, ...]:
         served = self.policy.services.get(service)
@@ -235,6 +242,7 @@ class OrdersStateEngine:
             need_request=decision.need_request,
             change_capabilities=source_order.change_capabilities,
             created_at=source_order.created_at,
+            version=source_order.version,
             brief=without_answer_fields(source_order.brief),
         )
         return order, decision.due_at_ms
@@ -291,6 +299,13 @@ class OrdersStateEngine:
             force_per_minute=self.config.force_per_order_per_minute,
         )
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
+        # monotonic reads: a kept answer older than a version the client echoed is not used,
+        # its source is asked (at most once per min_ttl per user and service)
+        echoed = echoed_versions(known)
+        older = {key.service for key in behind(kept, echoed)}
+        for service in self.version_checks.allow(user_id, older, int(time.time() * 1000)):
+            self.metrics.source_call(service, "kept_older").inc()
+            del kept[service]
         # the list tag read before each source is asked: it serves data at least that new
         list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
         asked, shared = await self.source_calls.ask(
@@ -303,13 +318,18 @@ class OrdersStateEngine:
             ((service, order) for service, result in available.items() for order in result.orders),
             key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
         )
-        keys = [OrderKey(service, order.orderid) for service, order in listed]
-        listed_keys = set(keys)
+        listed_keys = {OrderKey(service, order.orderid) for service, order in listed}
         now_ms = int(time.time() * 1000)
         lagging = lagging_orders(
             poll, read, available, listed_keys, now_ms=now_ms, grace_ms=self.config.created_grace_ms
         )
-        current = current_answers(asked, list_tags, lagging)
+        # an order its answer gives older than the client echoed: the source lags, the order
+        # is stale (its echo), and the answer (a kept one, or a fresh one still older) is used
+        # for this poll alone
+        backwards = behind(available, echoed)
+        listed = [(s, o) for s, o in listed if OrderKey(s, o.orderid) not in backwards]
+        keys = [OrderKey(service, order.orderid) for service, order in listed]
+        current = current_answers(asked, list_tags, lagging) - {k.service for k in backwards}
         # a lagging answer is used for this poll alone: kept, it would stand for the source
         # under a tag whose data it does not show, longer than the created grace; by the poll
         # that made the call alone: those that shared it would write it again
@@ -352,7 +372,7 @@ class OrdersStateEngine:
         stale: list[AnsweredOrder] = [
             _stale_order(k, self._capabilities(k.order.service))
             for k in known
-            if k.order.service not in available or k.key in lagging
+            if k.order.service not in available or k.key in lagging or k.key in backwards
         ]
         for order in stale:
             # a name the client made up is no label: metrics stay bounded
@@ -384,7 +404,8 @@ class OrdersStateEngine:
             policy_changed=to_hold != client_versions,
             # a just-created order not listed yet, or an answer of older data than the list
             # tag read: the bump that would wake a waiting poll has rung already
-            source_lagging=bool(lagging) or any(s not in current for s in asked if asked[s]),
+            source_lagging=bool(lagging or backwards)
+            or any(s not in current for s in asked if asked[s]),
         )
 
     def interval_ms(self, orders: Sequence[AnsweredOrder], *, degraded: bool) -> int:

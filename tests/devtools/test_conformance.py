@@ -212,6 +212,22 @@ def test_a_stale_order_dropped_or_polled_without_its_echo_is_named():
     ]
 
 
+def test_an_order_polled_without_the_version_of_its_last_actual_answer_is_named():
+    seen = [
+        poll(0, [], [order([], version=7)]),
+        poll(1, [], [{**order([]), "version": 6, "update_status": "stale"}]),
+    ]
+    echoed = {"orderid": "o1", "tags": {}, "version": 7}
+    # a stale answer echoes what the client sent: the client keeps the version it got actual
+    assert checks.versions_echoed([*seen, poll(2, [echoed], [])]) == []
+    assert checks.versions_echoed([*seen, poll(2, [{**echoed, "version": 6}], [])]) == [
+        "o1 was polled with version 6, not 7"
+    ]
+    assert checks.versions_echoed([*seen, poll(2, [{"orderid": "o1", "tags": {}}], [])]) == [
+        "o1 was polled with version None, not 7"
+    ]
+
+
 def test_a_position_of_another_shape_than_the_design_notes_is_named():
     """docs/protocol.md (Part endpoints): `position` is `{"point": [lon, lat], "dx": <metres>}`,
     in part requests and in launch's part_parameters; absent is fine."""

@@ -88,7 +88,8 @@ def test_a_brief_or_echo_field_never_overwrites_the_answers_own():
 
 
 def test_the_reference_client_knows_the_same_answer_fields():
-    # the client imports nothing of the server: its own list, kept equal here. created_at is
-    # the one answer field it keeps with the brief fields: it echoes it, so that its order,
-    # stale while its service is down, is placed where it will be when the service is back
-    assert ANSWER_FIELDS - {"created_at"} == STATE_KEYS
+    # the client imports nothing of the server: its own list, kept equal here. created_at and
+    # version are the answer fields it keeps with the brief fields: it echoes them, so that its
+    # order, stale while its service is down, is placed where it will be when the service is
+    # back, and no answer takes it back to an older version than the one it shows
+    assert ANSWER_FIELDS - {"created_at", "version"} == STATE_KEYS

@@ -8,6 +8,8 @@ import dataclasses
 import random
 import time
 
+import msgspec
+
 from services.bff.config import ProtocolSettings
 from services.bff.engine import OrdersStateEngine
 from services.bff.known_orders import ParsedKnownOrder, parse_known_orders
@@ -82,6 +84,36 @@ async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_s
     assert result.allowed_changes[0].no_more_orders_reason == "service_unavailable"
     # the poll's one read, before any source answers (the known orders' tags); no second
     assert tags.calls == ["get"]
+
+
+async def test_a_stale_order_echoes_the_client_s_version_a_malformed_one_as_its_own_field():
+    eats = FakeSource([("e1", "cooking", T0), ("e2", "cooking", T0)])
+    eats.available = False
+    client = [
+        {"orderid": "e1", "service": "eats", "status": "cooking", "version": 7},
+        {"orderid": "e2", "service": "eats", "status": "cooking", "version": "7"},
+    ]
+    result = await engine(FakeOrderTags(), eats=eats).look(poll(known(*client), ["eats"]))
+    well_formed, malformed = result.orders
+    assert isinstance(well_formed, StaleOrder) and well_formed.version == 7
+    assert isinstance(malformed, StaleOrder) and malformed.version is None
+    assert malformed.echo == {"version": "7"}
+
+
+async def test_an_answer_older_than_the_echoed_version_is_stale_and_its_service_lagging():
+    taxi = FakeSource([("t1", "driving", T0), ("t2", "driving", T0)])
+    taxi.orders = [msgspec.structs.replace(o, version=4) for o in taxi.orders]
+    client = [
+        {"orderid": "t1", "service": "taxi", "status": "searching", "version": 5},
+        {"orderid": "t2", "service": "taxi", "status": "driving", "version": 4},
+    ]
+    result = await engine(FakeOrderTags(), taxi=taxi).look(poll(known(*client), ["taxi"]))
+    by_id = {order.orderid: order for order in result.orders}
+    ahead, current = by_id["t1"], by_id["t2"]
+    # never actual at 4 after the client showed 5: its own echo, stale
+    assert isinstance(ahead, StaleOrder) and (ahead.status, ahead.version) == ("searching", 5)
+    assert isinstance(current, ActualOrder) and current.version == 4
+    assert result.source_lagging
 
 
 async def test_with_the_tag_cache_down_the_poll_is_answered_degraded():
