@@ -11,14 +11,15 @@ from emulator.config import EmulatorSettings
 from emulator.driver import Driver
 from emulator.faults import Faults
 from emulator.features import Features
-from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
+from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, TAG_WRITER, WORLD
 from emulator.stats import Stats
 from emulator.world import FEATURES as USER_FEATURES
 from emulator.world import World
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import load_policy
-from shared.web import create_base_app
+from shared.tag_writer import TagWriter
+from shared.web import METRICS, create_base_app
 
 SERVICE = "emulator"
 
@@ -37,8 +38,15 @@ def create_app(settings: EmulatorSettings) -> web.Application:
             deadline_s=settings.order_tags_deadline_s,
             session=app[HTTP_SESSION],
         )
-        app[FEATURES] = Features(app[WORLD], tags, policy, app[STATS])
+        # the world keeps the outbox: the writer sends what the features record there
+        writer = TagWriter(
+            tags, app[WORLD].outbox, settings.tag_writer, registry=app[METRICS].registry
+        )
+        app[TAG_WRITER] = writer
+        app[FEATURES] = Features(app[WORLD], writer, policy)
+        writer.start()
         yield
+        await writer.close()
         await tags.close()
 
     async def driver_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -13,6 +13,7 @@ from shared.config import (
     variable,
 )
 from shared.policy import DEFAULT_POLICY_PATH
+from shared.tag_outbox import TagWriterSettings
 
 # the emulator's order_tags calls: it is the writer a feature service would be, on the same
 # machine as order_tags in every stack it runs in
@@ -65,3 +66,5 @@ class EmulatorSettings(ServiceSettings):
     order_tags_deadline_s: float = Field(ORDER_TAGS_DEADLINE_S, gt=0)
     policy_path: Path = variable(DEFAULT_POLICY_PATH, env="MLUTP_POLICY_PATH")
     driver: DriverProfile = Field(default_factory=DriverProfile)
+    # how the feature services and order sources retry a tag write the store did not take
+    tag_writer: TagWriterSettings = Field(default_factory=TagWriterSettings)

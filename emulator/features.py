@@ -1,20 +1,18 @@
 """Feature services: they change order data, then set the content tags of exactly the parts
-holding the changed fields (data first, tag second), through the shared OrderTagsClient."""
+holding the changed fields (data first, tag second), through the shared TagWriter: at least
+once, from an outbox kept in the world beside the data."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from emulator.source_lists import SourceLists, listing
-from emulator.stats import Stats
 from emulator.world import DataChange, Order, World
-from shared.errors import OrderTagsUnavailable
-from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy
+from shared.protocol.tag_writes import ListWrite, OrderWrite
 from shared.protocol.tags import new_content_tag
-
-log = logging.getLogger("mlutp.emulator.features")
+from shared.tag_writer import TagWriter
+from shared.wire import ListKey, OrderKey
 
 # the top-level fields an order source's listing shows of an order: its status (and with it
 # the change capabilities), and what its brief fields are made of (emulator.documents)
@@ -26,13 +24,10 @@ LISTED_FIELDS = {
 
 
 class Features:
-    def __init__(
-        self, world: World, tags: OrderTagsClient, policy: PollingPolicy, stats: Stats
-    ) -> None:
+    def __init__(self, world: World, writer: TagWriter, policy: PollingPolicy) -> None:
         self.world = world
-        self.tags = tags
+        self.writer = writer
         self.policy = policy
-        self.stats = stats
         # each user's list, version by version, for a lagging source's replica
         self.lists = SourceLists()
 
@@ -45,66 +40,66 @@ class Features:
             return []
         return service_policy.parts_holding(fields)
 
-    async def publish_list(self, change: DataChange, *, left: bool = False) -> None:
+    async def publish(self, change: DataChange, *, left: bool = False) -> dict[str, str]:
+        """Data first, tag second, at least once (docs/protocol.md: Feature data and user
+        changes): the change's tag writes are recorded in the world's outbox in the same step
+        as the change (no await between them), then sent, each retried by the writer while
+        the tag store is unavailable. They are: the changed parts' content tags (taxi tags
+        carry the order_proc version; the other services have no versions of their own, so
+        their tags are bumped), or, once the order has finished, the delete of its tags
+        (gone from the list: nobody polls its parts any more, and a poll that still names it
+        finds no tags, no grace: it is left out as finished); then the user's list tag if
+        the source's list changed. Returns the new part tags ({} while they are kept for
+        retry)."""
+        order = OrderKey(change.service, change.orderid)
+        if self.world.get(change.service, change.orderid).finished:
+            self.writer.record(order, OrderWrite(delete=True))
+            written = True
+            content = None
+        else:
+            written, content = self._record_parts(order, change)
+        listed = self._record_list(change, left=left)
+        tags = await self.writer.deliver_order(order) if written else {}
+        if listed is not None:
+            await self.writer.deliver_list(listed)
+        if tags is None:
+            return {}
+        return content if content is not None else tags
+
+    def _record_parts(
+        self, order: OrderKey, change: DataChange
+    ) -> tuple[bool, dict[str, str] | None]:
+        """Records the parts' write: whether there is one, and the content set (None for a
+        bump: the store makes the new tags)."""
+        parts = self.parts_of(change.service, change.fields)
+        if not parts:
+            return False, None
+        # the write that creates the order says whose it is
+        owner = change.user_id if change.created else None
+        if change.service == "taxi":
+            content = {part: f"v{change.version}" for part in parts}
+        elif owner is not None:
+            content = {part: new_content_tag() for part in parts}
+        else:
+            self.writer.record(order, OrderWrite(bumps=tuple(parts)))
+            return True, None
+        self.writer.record(order, OrderWrite(sets=content, owner=owner))
+        return True, content
+
+    def _record_list(self, change: DataChange, *, left: bool) -> ListKey | None:
         """After a change of what the order's source lists for its user (the order created,
         its status (and with it its capabilities), a brief field; the order left the list:
-        `left`), bump the user's list tag: data first, tag second. Other changes leave the
-        list as it was, and with it the answer the BFF keeps."""
+        `left`), the user's list tag is bumped. Other changes leave the list as it was, and
+        with it the answer the BFF keeps."""
         fields = LISTED_FIELDS.get(change.service, frozenset({"status"}))
-        listed = change.created or left or bool(change.fields & fields)
-        if not listed:
-            return
+        if not (change.created or left or change.fields & fields):
+            return None
         version = self.lists.changed(
             change.service, change.user_id, listing(self.world, change.service, change.user_id)
         )
-        try:
-            version.tag = await self.tags.bump_list(change.service, change.user_id)
-        except OrderTagsUnavailable as exc:
-            # the source's list changed anyway; a poll asks the source once the kept answer
-            # is older than the BFF's list_max_age
-            self.stats.tag_write_failures += 1
-            log.warning("list tag write failed", extra={"user": change.user_id, "error": str(exc)})
-
-    async def publish(self, change: DataChange, *, left: bool = False) -> dict[str, str]:
-        """Set the changed parts' content tags, then, if the source's list changed, the
-        user's list tag. Taxi tags carry the order_proc version; the other services have no
-        versions of their own, so their tags are bumped. Returns the new part tags."""
-        tags = await self._publish_parts(change)
-        await self.publish_list(change, left=left)
-        if self.world.get(change.service, change.orderid).finished:
-            # gone from the list: nobody polls its parts any more, and a poll that still
-            # names it finds no tags (no grace): the order is left out as finished
-            await self._delete_tags(change)
-        return tags
-
-    async def _delete_tags(self, change: DataChange) -> None:
-        try:
-            await self.tags.delete(change.service, change.orderid)
-        except OrderTagsUnavailable as exc:
-            self.stats.tag_write_failures += 1
-            log.warning("tag delete failed", extra={"orderid": change.orderid, "error": str(exc)})
-
-    async def _publish_parts(self, change: DataChange) -> dict[str, str]:
-        parts = self.parts_of(change.service, change.fields)
-        if not parts:
-            return {}
-        try:
-            # the write that creates the order says whose it is
-            owner = change.user_id if change.created else None
-            if change.service == "taxi":
-                content = {part: f"v{change.version}" for part in parts}
-                await self.tags.set(change.service, change.orderid, content, user_id=owner)
-                return content
-            if owner is not None:
-                content = {part: new_content_tag() for part in parts}
-                await self.tags.set(change.service, change.orderid, content, user_id=owner)
-                return content
-            return await self.tags.bump(change.service, change.orderid, parts)
-        except OrderTagsUnavailable as exc:
-            # the data has changed anyway; a client sees it once its tag expires
-            self.stats.tag_write_failures += 1
-            log.warning("tag write failed", extra={"orderid": change.orderid, "error": str(exc)})
-            return {}
+        key = ListKey(change.service, change.user_id)
+        self.writer.record(key, ListWrite(on_written=version.tagged))
+        return key
 
     async def create_order(self, user_id: str, service: str, status: str | None = None) -> Order:
         order, change = self.world.create(user_id, service, status)

@@ -11,7 +11,7 @@ from msgspec.structs import replace
 from emulator import wire as ew
 from emulator.documents import LIFECYCLES
 from emulator.faults import PART_TARGET_PREFIX, TARGETS, Fault, known_target
-from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, WORLD
+from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, TAG_WRITER, WORLD
 from emulator.source_lists import listing
 from emulator.world import (
     DataChange,
@@ -320,6 +320,10 @@ async def get_stats(request: web.Request) -> web.Response:
         return json_response(request.app[STATS].user_snapshot(user))
     snapshot = request.app[STATS].snapshot()
     snapshot["active_orders"] = len(request.app[WORLD].all_active())
+    writes = request.app[TAG_WRITER].snapshot()
+    # attempts that failed (each kept for retry, or given up): `tag_writes` says which
+    snapshot["tag_write_failures"] = writes["failures"]
+    snapshot["tag_writes"] = writes
     return json_response(snapshot)
 
 

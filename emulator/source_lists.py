@@ -26,8 +26,12 @@ class ListVersion:
     # when the data changed (the clock's seconds)
     at: float
     answer: SourceResponse
-    # the list tag bumped for it; None until the bump lands (or when it failed)
+    # the list tag bumped for it; None until the bump lands (or when a later version's bump
+    # landed for both: a bump kept for retry is merged with the next one)
     tag: str | None = None
+
+    def tagged(self, tag: str) -> None:
+        self.tag = tag
 
 
 class SourceLists:

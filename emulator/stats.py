@@ -16,7 +16,6 @@ class Stats:
     # the same per calling user (X-Yandex-UID): what one user's app made the upstreams do
     user_calls: dict[str, Counter[str]] = field(default_factory=dict)
     user_bytes_sent: dict[str, Counter[str]] = field(default_factory=dict)
-    tag_write_failures: int = 0
     # the last requests per endpoint: tests check what the BFF forwarded
     recent: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
 
@@ -42,7 +41,6 @@ class Stats:
         return {
             "calls": dict(self.calls),
             "bytes_sent": dict(self.bytes_sent),
-            "tag_write_failures": self.tag_write_failures,
             "recent": {name: list(items) for name, items in self.recent.items()},
         }
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from emulator import documents
 from emulator.documents import lifecycle
+from shared.tag_outbox import Outbox
 
 
 def iso_now() -> str:
@@ -131,6 +132,10 @@ class World:
     # each user's orders: a source's answer must not scan every order of every user
     by_user: dict[str, list[Order]] = field(default_factory=dict)
     changes: deque[DataChange] = field(default_factory=lambda: deque(maxlen=200_000))
+    # the tag writes of the changes not yet known to have landed, recorded with each change
+    # (a real feature service: a table written in the data's transaction); the features'
+    # TagWriter sends them
+    outbox: Outbox = field(default_factory=Outbox)
     _seq: int = 0
 
     def create(
