@@ -20,11 +20,11 @@ from services.bff.monotonic_reads import VersionChecks, behind, echoed_versions
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
 from services.bff.source_calls import SourceCalls
+from services.bff.stale_orders import placed_by, stale_order
 from services.bff.tag_cache import StoredTags, TagCache, TagsRead
 from shared.answer import (
     ActualOrder,
     AnsweredOrder,
-    StaleOrder,
     without_answer_fields,
 )
 from shared.policy import PollingPolicy
@@ -32,15 +32,11 @@ from shared.protocol.allowed_changes import (
     AllowedChange,
     SourceAllowance,
     allowed_changes,
-    unavailable_capabilities,
 )
 from shared.protocol.interval import IntervalRules, polling_interval_ms
-from shared.protocol.monotonic import echoed_version
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import (
-    CanonicalKey,
     canonical_key,
-    created_instant,
     merge_orders,
 )
 from shared.protocol.policy_versions import versions_of_client, versions_to_hold
@@ -85,39 +81,6 @@ class EngineConfig:
     list_max_age_ms: int
     # a known order its source does not list stays (stale) this long after its tags were made
     created_grace_ms: int
-
-
-def _stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:
-    """Only what the client itself sent: a stale answer never reveals anything new. Nothing
-    may be changed on data the server cannot see."""
-    echoed = known.extras.get("created_at")
-    placing = isinstance(echoed, str) and created_instant(echoed) is not None
-    echo = without_answer_fields(known.extras)
-    if echoed is not None and not placing:
-        # not one that places the order, but the client's own field: echoed like the rest
-        echo["created_at"] = echoed
-    version = echoed_version(known.extras.get("version"))
-    if version is None and "version" in known.extras:
-        echo["version"] = known.extras["version"]  # the same: no version, the client's field
-    return StaleOrder(
-        orderid=known.order.orderid,
-        service=known.order.service,
-        status=known.order.status,
-        tags=dict(known.order.tags),
-        need_request=[],
-        change_capabilities=unavailable_capabilities(capabilities),
-        created_at=echoed if placing and isinstance(echoed, str) else None,
-        version=version,
-        echo=echo,
-    )
-
-
-def _placed_by(order: AnsweredOrder) -> CanonicalKey | None:
-    """An answered order's canonical key: an actual one's from its source, a stale one's from
-    the created_at its client echoed (None without one)."""
-    if order.created_at is None:
-        return None
-    return canonical_key(order.created_at, order.service, order.orderid)
 
 
 class OrdersStateEngine:
@@ -370,7 +333,7 @@ class OrdersStateEngine:
         # a known order of an unavailable service stays, as the client knew it; so does one
         # its source does not list yet, for a grace after its tags were made
         stale: list[AnsweredOrder] = [
-            _stale_order(k, self._capabilities(k.order.service))
+            stale_order(k, self._capabilities(k.order.service))
             for k in known
             if k.order.service not in available or k.key in lagging or k.key in backwards
         ]
@@ -379,7 +342,7 @@ class OrdersStateEngine:
             served = order.service in self.sources
             self.metrics.stale_orders.labels(order.service if served else "unknown").inc()
         orders: list[AnsweredOrder] = merge_orders(
-            actual, stale, [k.key for k in known], key=lambda o: o.key, placed_by=_placed_by
+            actual, stale, [k.key for k in known], key=lambda o: o.key, placed_by=placed_by
         )
 
         allowances: dict[str, SourceAllowance] = {
@@ -403,7 +366,8 @@ class OrdersStateEngine:
             policy_versions=to_hold,
             policy_changed=to_hold != client_versions,
             # a just-created order not listed yet, or an answer of older data than the list
-            # tag read: the bump that would wake a waiting poll has rung already
+            # tag read: the bump that would wake a waiting poll has rung already; an order
+            # older than its echo: no bump is coming for it (versions are not in list tags)
             source_lagging=bool(lagging or backwards)
             or any(s not in current for s in asked if asked[s]),
         )
