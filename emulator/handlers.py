@@ -86,6 +86,13 @@ def _find(request: web.Request, service: str, orderid: str, user_id: str) -> Ord
 # --- upstreams ---------------------------------------------------------------------------------
 
 
+# the list tag a source names for data whose own tag it does not know (the user had no list
+# yet, or the bump after that version has not landed or failed): no list has it, so the BFF
+# takes the answer for what it is, lagging, and keeps it for no later poll. A source with
+# list tags names one in every answer (SPEC: List tags)
+UNKNOWN_LIST_TAG = "unknown-list-version"
+
+
 async def order_source(request: web.Request) -> web.Response:
     service = _service(request)
     target = f"source:{service}"
@@ -95,12 +102,15 @@ async def order_source(request: web.Request) -> web.Response:
     lag_s = request.app[FAULTS].lag_s(target)
     if lag_s is None:
         # the primary: its data is at least as new as any list tag readable before the call
-        # (data first, tag second), so it serves the tag it was given
+        # (data first, tag second), so it serves the tag it was given; asked with none, it
+        # does not know which tag its data stands for
         answer = listing(request.app[WORLD], service, user_id)
-        return await _respond(request, target, replace(answer, list_tag=asked.at_least))
+        served_tag = asked.at_least or UNKNOWN_LIST_TAG
+        return await _respond(request, target, replace(answer, list_tag=served_tag))
     # a read replica behind the primary: an older list, under that list's own tag
     served = request.app[FEATURES].lists.as_of(service, user_id, lag_s)
-    return await _respond(request, target, replace(served.answer, list_tag=served.tag))
+    replica_tag = served.tag or UNKNOWN_LIST_TAG
+    return await _respond(request, target, replace(served.answer, list_tag=replica_tag))
 
 
 def _document(request: web.Request, target: str, order: Order, asked: ew.OrderRequest) -> Any:

@@ -112,9 +112,9 @@ class SourceBackend:
     """One service's order source: its primary, and a read replica while it lags.
 
     `untagged_replica`: a lagging replica answers no `list_tag` for data it has no tag for,
-    as the emulator's does (emulator/source_lists.py), instead of UNKNOWN_LIST_TAG. The
-    contract lets it (docs/protocol.md: What upstreams receive), and the BFF then judges the
-    answer by the created grace of the asking poll's known orders alone."""
+    as the emulator's did, instead of UNKNOWN_LIST_TAG. The contract asks a source with list
+    tags to name one in every answer, and the BFF uses an answer that names none for its
+    poll alone, never keeping it (tests/simulation/test_untagged_replicas.py)."""
 
     def __init__(
         self,

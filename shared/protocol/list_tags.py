@@ -30,12 +30,14 @@ def answer_current(
 ) -> bool:
     """Whether a source's answer is of the data its list tag stood for when read before the
     call (not a lagging replica's): only such an answer is kept for later polls, and only its
-    orders get tags made. A source that names the tag it serves is judged by it: another tag
-    than the one read means it lags, and its answer is used for this poll alone. One that does
-    not say (or was asked without a tag) is current unless it omits a known order still within
-    its created grace: a kept answer that hides a just-created order would outlive the grace
-    and make the order vanish."""
-    if served_tag is not None and read_tag is not None:
+    orders get tags made. A source asked with its list tag names the tag of the data it
+    serves: that very tag, or its answer lags and is used for this poll alone. One that names
+    none is used for this poll alone too: a replica that does not say how old its data is
+    cannot stand for later polls (it may omit a just-created order the asking poll does not
+    know, and kept, outlive the order's grace). A source asked without a tag (its service
+    does not opt in) is judged by the created grace alone: current unless it omits a known
+    order still within it."""
+    if read_tag is not None:
         return served_tag == read_tag
     return not omits_a_just_created_order
 

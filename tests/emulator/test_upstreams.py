@@ -214,3 +214,23 @@ async def test_totw_refuses_a_position_of_another_shape_than_the_design_notes(
         {"point": [37.5, 55.7], "dx": None},
     ):
         assert await status(position=bad) == 400, bad
+
+
+async def test_every_answer_of_an_order_source_names_a_list_tag(emulator: TestClient, unique: str):
+    """SPEC, List tags: a source with list tags names the list tag of the data it serves in
+    every answer. The primary serves the tag it was asked for; a replica that has no tag for
+    its data (here: the user had no list yet a minute ago) names one no list has."""
+    await create_order(emulator, unique)
+
+    async def served(body: dict[str, Any]) -> Any:
+        resp = await emulator.post("/sources/taxi/v1/orders/active", json=body, headers=uid(unique))
+        assert resp.status == 200
+        return (await resp.json()).get("list_tag")
+
+    await set_fault(emulator, "source:taxi", "lagging", delay_ms=60_000)
+    replica = await served({"at_least": "b1-read"})
+    assert replica not in (None, "", "b1-read")
+    await set_fault(emulator, "source:taxi", "ok")
+    assert await served({"at_least": "b1-read"}) == "b1-read"
+    # asked with no tag, it does not know which tag its data stands for: one no list has
+    assert await served({}) not in (None, "")

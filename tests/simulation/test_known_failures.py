@@ -14,18 +14,6 @@ from devtools.simulation.run import run_seed
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="a lagging replica's answer with no list_tag is kept by a poll that does not know "
-    "the just-created order (the device's held poll, woken by the creation's bump): the order "
-    "vanishes past its created grace (docs/protocol.md: List tags)",
-)
-def test_a_replica_answering_no_list_tag_hides_no_order() -> None:
-    report = run_seed(52, options=Options(untagged_replicas=True))
-    assert report.ok, report.describe()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
     reason="a kept answer lists a finished order (its list bump lost) for up to list_max_age; "
     "a waiting client that polls again at once after an expired part spins: news, parts, "
     "expired, news (the reference clients wait the interval after one since this was found)",

@@ -62,12 +62,20 @@ def test_an_answer_of_another_list_tag_lags_and_is_used_for_this_poll_alone():
     assert not answer_current("t2", "t1", omits_a_just_created_order=True)
 
 
-def test_a_source_that_does_not_name_its_tag_lags_when_it_omits_a_just_created_order():
-    assert answer_current("t1", None, omits_a_just_created_order=False)
+def test_an_answer_that_names_no_list_tag_is_used_for_this_poll_alone():
+    # however complete it looks: a replica that does not say how old its data is may omit a
+    # just-created order the asking poll does not know
+    assert not answer_current("t1", None, omits_a_just_created_order=False)
     assert not answer_current("t1", None, omits_a_just_created_order=True)
-    # asked without a list tag (its service does not opt in): judged by the grace alone
+
+
+def test_a_source_asked_without_a_list_tag_is_judged_by_the_created_grace_alone():
+    # its service does not opt in to list tags (or no tag was read): nothing is kept for it,
+    # and its orders get tags made unless it omits a just-created order
     assert answer_current(None, "t9", omits_a_just_created_order=False)
+    assert answer_current(None, None, omits_a_just_created_order=False)
     assert not answer_current(None, None, omits_a_just_created_order=True)
+    assert not answer_current(None, "t9", omits_a_just_created_order=True)
 
 
 def test_each_kept_answer_lives_between_three_quarters_and_all_of_list_max_age():
