@@ -95,6 +95,7 @@ class TagWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
         self._warnings = Sparse()
+        self._emptied = asyncio.Event()
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -133,6 +134,12 @@ class TagWriter:
         return await self.deliver_list(key)
 
     # --- what is pending --------------------------------------------------------------------
+
+    async def drained(self) -> None:
+        """Until no write is pending: a test's moment, or a shutdown's that can wait."""
+        while self.outbox.pending:
+            self._emptied.clear()
+            await self._emptied.wait()
 
     def oldest_age_s(self) -> float:
         return self.outbox.oldest_age_s(_now())
@@ -264,7 +271,7 @@ class TagWriter:
     def _landed(self, key: Key, pending: Pending) -> None:
         pending.in_flight = False
         if pending.newer is None:
-            del self.outbox.pending[key]
+            self._forget(key)
             return
         # recorded while this was sent: its own caller attempts it next (it awaits the turn)
         pending.write, pending.since, pending.newer = pending.newer, pending.newer_since, None
@@ -288,7 +295,7 @@ class TagWriter:
             return
         self._fold(pending)
         if pending.write is None:
-            del self.outbox.pending[key]
+            self._forget(key)
             return
         if error is None:
             pending.failures, pending.due = max(pending.failures, 1), _now()
@@ -317,6 +324,11 @@ class TagWriter:
                 self._count("given_up:superseded", "superseded")
             return merged_order_write(older, newer)
         return newer  # list bumps: one does for all, the newest's callback
+
+    def _forget(self, key: Key) -> None:
+        del self.outbox.pending[key]
+        if not self.outbox.pending:
+            self._emptied.set()
 
     def _fold(self, pending: Pending) -> None:
         """What was recorded while an attempt was in flight goes after what the attempt left."""
