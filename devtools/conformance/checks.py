@@ -261,19 +261,28 @@ def stale_orders_kept_with_echo(exchanges: Sequence[Exchange]) -> list[str]:
 
 def versions_echoed(exchanges: Sequence[Exchange]) -> list[str]:
     """Each order the client holds is named with the `version` of the last actual answer
-    that gave one (a stale answer echoes it and changes nothing): without it, the server
-    cannot keep the order from going backwards (docs/protocol.md: Orders and their order)."""
+    that gave one before the request went out (a stale answer echoes it and changes
+    nothing): without it, the server cannot keep the order from going backwards
+    (docs/protocol.md: Orders and their order)."""
+    polls = [e for e in exchanges if e.kind in ("launch", "poll")]
+    # requests as they came and answers as they went back (a held poll's answer may come
+    # after a later launch's): at one moment a request first, its own answer cannot precede it
+    events = sorted(
+        [(e.at, 0, i) for i, e in enumerate(polls)]
+        + [(e.answered or e.at, 1, i) for i, e in enumerate(polls)]
+    )
     problems = []
     held: dict[str, int] = {}  # orderid → the version of its last actual answer
-    for exchange in exchanges:
-        if exchange.kind not in ("launch", "poll"):
+    for _, is_answer, index in events:
+        exchange = polls[index]
+        if not is_answer:
+            for known in exchange.request.get("known_orders", []):
+                orderid = known.get("orderid", "")
+                version = held.get(orderid)
+                if version is not None and known.get("version") != version:
+                    echoed = known.get("version")
+                    problems.append(f"{orderid} was polled with version {echoed}, not {version}")
             continue
-        for known in exchange.request.get("known_orders", []):
-            orderid = known.get("orderid", "")
-            version = held.get(orderid)
-            if version is not None and known.get("version") != version:
-                echoed = known.get("version")
-                problems.append(f"{orderid} was polled with version {echoed}, not {version}")
         if exchange.status != 200:
             continue
         for order in _orders(exchange):

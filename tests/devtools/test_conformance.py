@@ -226,6 +226,10 @@ def test_an_order_polled_without_the_version_of_its_last_actual_answer_is_named(
     assert checks.versions_echoed([*seen, poll(2, [{"orderid": "o1", "tags": {}}], [])]) == [
         "o1 was polled with version None, not 7"
     ]
+    # a held poll sent with 7 comes back after an answer that gave 8: it could not know 8
+    held = dataclasses.replace(poll(2, [echoed], []), answered=5)
+    newer = dataclasses.replace(poll(3, [echoed], [order([], version=8)]), answered=4)
+    assert checks.versions_echoed([seen[0], newer, held]) == []
 
 
 def test_a_position_of_another_shape_than_the_design_notes_is_named():

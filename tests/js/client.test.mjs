@@ -201,6 +201,19 @@ test("known orders echo their brief fields", async () => {
   assert.equal(poll.body.known_orders[0].tariff_class, "econom");
 });
 
+test("known orders echo the version of their last actual answer", async () => {
+  const server = new Server();
+  server.add("t1", "taxi", "driving", { fast_info: { status: "driving", eta: 5 } }, {
+    created_at: "2026-01-01T10:00:00.000Z", version: 7,
+  });
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  const [poll] = server.requests("/orders/state");
+  assert.equal(poll.body.known_orders[0].version, 7);
+  assert.equal(poll.body.known_orders[0].created_at, "2026-01-01T10:00:00.000Z");
+});
+
 test("a part error marks every field of its rule stale", async () => {
   const server = new Server();
   taxi(server);
