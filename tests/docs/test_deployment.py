@@ -18,6 +18,7 @@ from shared.config import ServiceSettings
 from shared.protocol.waiting import longest_poll_s
 from tests.apps import SETTINGS_CLASSES
 from tests.helpers import env_names
+from tests.stack_api import UID
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -229,6 +230,25 @@ def test_the_balancer_names_every_replicated_service_checks_ping_and_allows_the_
                 )
                 wanted = variable.removesuffix("_URL").lower()
                 assert BY_MODULE[replicated[target]["command"][2]].name == wanted, variable
+
+
+def test_the_balancer_routes_every_client_facing_service_by_user() -> None:
+    """docs/protocol.md: A fleet — routing by user: consistent hashing of X-Yandex-UID with
+    bounded load, so one user's polls and part requests meet in one process
+    (tests/devtools/test_balancer.py runs it with haproxy and measures what it saves)."""
+    sections = haproxy_sections(HAPROXY_CFG.read_text())
+    # launch and orders_state (orders/state, the part endpoints, the route, totw)
+    for name in REPLICABLE:
+        directives = sections[f"backend {name}"]
+        assert ["balance", f"hdr({UID})"] in directives, name
+        [hash_type] = [d for d in directives if d[0] == "hash-type"]
+        assert hash_type[1] == "consistent", name
+        # bounded: no replica past this share of the average in flight (haproxy's
+        # reasonable range is 125-200 %)
+        [factor] = [d for d in directives if d[0] == "hash-balance-factor"]
+        assert 125 <= int(factor[1]) <= 200, name
+    # order_tags serves the services, not users: by turns
+    assert ["balance", "roundrobin"] in sections["backend order_tags"]
 
 
 def test_haproxy_takes_the_balancer_config() -> None:

@@ -19,7 +19,7 @@ from devtools.stack import STACK
 from services.bff.config import ProtocolSettings
 from shared.config import SHUTDOWN_TIMEOUT_S
 from shared.protocol.waiting import longest_poll_s
-from tests.apps import SETTINGS_CLASSES
+from tests.apps import SETTINGS_CLASSES, all_apps
 from tests.helpers import env_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +203,61 @@ def test_the_service_monitor_scrapes_metrics_of_every_service() -> None:
     assert endpoint["path"] == "/metrics"
     for service in named(resources, "Service").values():
         assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+
+
+def ingress_backend(ingress: dict[str, Any], path: str) -> str | None:
+    """The Service an Ingress sends a request path to (Exact first, then the longest
+    Prefix, element by element, as Kubernetes matches), or None."""
+    best: tuple[int, str] | None = None
+    for rule in ingress["spec"]["rules"]:
+        for entry in rule["http"]["paths"]:
+            wanted = entry["path"]
+            service: str = entry["backend"]["service"]["name"]
+            if entry["pathType"] == "Exact":
+                if path == wanted:
+                    return service
+                continue
+            assert entry["pathType"] == "Prefix", entry
+            prefix = wanted.rstrip("/")
+            if (path == prefix or path.startswith(f"{prefix}/")) and (
+                best is None or len(prefix) > best[0]
+            ):
+                best = (len(prefix), service)
+    return best[1] if best else None
+
+
+def test_the_ingress_routes_every_client_facing_endpoint_by_the_user_and_nothing_else() -> None:
+    """docs/protocol.md: A fleet — routing by user: consistent hashing of X-Yandex-UID, so
+    one user's polls and part requests meet in one pod (ingress-nginx's upstream-hash-by)."""
+    resources = base()
+    [ingress] = named(resources, "Ingress").values()
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/upstream-hash-by"] == "$http_x_yandex_uid"
+    # pods, not the Service's address: kube-proxy would spray what the hash placed
+    assert annotations.get("nginx.ingress.kubernetes.io/service-upstream", "false") == "false"
+    # a waiting poll is answered before the Ingress gives up on it
+    read_timeout_s = int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"])
+    assert read_timeout_s > longest_poll_s(PROTOCOL.source_deadline_s, PROTOCOL.tags_deadline_s)
+    services = named(resources, "Service")
+    kube_names = {"orders_state": "orders-state", "launch": "launch"}
+    for app_name, app in all_apps():
+        if app_name not in kube_names:
+            continue
+        for route in app.router.routes():
+            path = route.resource.canonical if route.resource else ""
+            where = ingress_backend(ingress, path)
+            if route.method == "POST":
+                # every endpoint the apps call: launch, orders/state, parts, routes, totw
+                assert where == kube_names[app_name], path
+            else:
+                # /ping, /metrics: for the cluster, not the internet
+                assert where is None, path
+    for rule in ingress["spec"]["rules"]:
+        for entry in rule["http"]["paths"]:
+            backend = entry["backend"]["service"]
+            assert backend["port"]["name"] in {
+                p["name"] for p in services[backend["name"]]["spec"]["ports"]
+            }
+    # by the user's header, never by the client's address (NAT: one address, many users)
+    for name, service in services.items():
+        assert service["spec"].get("sessionAffinity", "None") == "None", name
