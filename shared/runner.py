@@ -16,10 +16,15 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from shared import wire
-from shared.aiohttp_internals import newest_request_body, parsed_request_count
+from shared.aiohttp_internals import (
+    answered,
+    newest_request_body,
+    parsed_request_count,
+    stop_lingering,
+)
 from shared.config import ServiceSettings, with_overrides
 from shared.errors import RequestTimeout, StartupError
-from shared.logs import setup_logging
+from shared.logs import Sparse, setup_logging
 from shared.web import CONNECTION_LIMITS, HTTP_CODES, METRICS, error_response
 
 log = logging.getLogger("mlutp.runner")
@@ -102,9 +107,17 @@ class ServiceRequestHandler(web.RequestHandler):
     def _read_late(self) -> None:
         self._read_deadline = None
         if self._receiving is not None:
+            self._on_slow_request("body")
+            # closed after the answer, not lingered on: aiohttp would read the late body's
+            # error there and log it with a traceback, once per slow client
+            stop_lingering(self)
+            if answered(self, self._receiving):
+                # its handler answered without reading it all: nothing is waited for any more
+                self.force_close()
+                self._receiving.feed_eof()
+                return
             # the headers came, the body is late: its handler's read answers 408, and the
             # connection closes after that answer
-            self._on_slow_request("body")
             self._receiving.set_exception(
                 RequestTimeout(f"the request body did not arrive within {self._read_timeout_s} s")
             )
@@ -169,10 +182,23 @@ class ServiceRunner(web.AppRunner):
         }
         if limits is not None:
             self.handler_kwargs["read_timeout_s"] = limits.request_read_timeout_s
-        if METRICS in app:
-            self.handler_kwargs["on_slow_request"] = lambda missing: (
+        # each slow request is counted; a warning says it happens, at most once in a while:
+        # 800 slow clients are not 800 lines
+        warnings = Sparse()
+        read_timeout_s = limits.request_read_timeout_s if limits is not None else None
+
+        def on_slow_request(missing: str) -> None:
+            if METRICS in app:
                 app[METRICS].slow_requests.labels(missing).inc()
+            warnings.warning(
+                log,
+                "a request did not arrive whole within the read timeout: its connection is closed",
+                missing,
+                missing=missing,
+                read_timeout_s=read_timeout_s,
             )
+
+        self.handler_kwargs["on_slow_request"] = on_slow_request
 
     async def _make_server(self) -> web.Server:
         # BaseRunner's hook for the server it runs (shared.aiohttp_internals)

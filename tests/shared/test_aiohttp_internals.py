@@ -25,6 +25,14 @@ def test_a_request_handler_queues_parsed_requests_with_their_bodies():
     assert "_messages" in web.RequestHandler.__slots__
 
 
+def test_a_request_handler_lingers_on_an_unread_body_for_its_lingering_time():
+    # RequestHandler._lingering_time: how long start() reads the rest of a body the handler
+    # left unread. That a slow body then ends with no traceback is what test_web measures
+    assert "_lingering_time" in web.RequestHandler.__slots__
+    # RequestHandler._request_in_progress: a handler runs for the connection's request
+    assert "_request_in_progress" in web.RequestHandler.__slots__
+
+
 def test_a_runner_builds_its_server_in_its_abstract_make_server_hook():
     assert "_make_server" in web.BaseRunner.__abstractmethods__
     assert "_make_server" in vars(web.AppRunner)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -156,6 +157,38 @@ async def test_a_body_that_does_not_arrive_in_time_gets_a_408_and_the_connection
     assert head.startswith(b"HTTP/1.1 408"), answer
     assert json.loads(body)["code"] == "request_timeout"
     assert slow_requests(limited, "body") == 1
+
+
+async def test_many_slow_bodies_log_one_sparse_warning_and_no_traceback(
+    limited: ServiceTestServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each late body is counted, and its connection closed: a 408 from the handler's read,
+    or, where the handler answered without reading it (a 405 here), the answer it had. The
+    log says that it happens, not once per client: before, each one wrote an ERROR with a
+    full traceback (800 slow bodies, 800 tracebacks)."""
+    slow = 20
+
+    async def one_slow_body(path: bytes) -> bytes:
+        reader, writer = await open_connection(limited)
+        writer.write(
+            b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 12\r\n\r\n{"val'
+        )
+        answer = await read_until_closed(reader)
+        writer.close()
+        return answer
+
+    caplog.set_level(logging.INFO)
+    paths = [b"/echo"] * slow + [b"/ping"] * slow
+    answers = await asyncio.gather(*(one_slow_body(path) for path in paths))
+    assert [answer[:12] for answer in answers] == [b"HTTP/1.1 408"] * slow + [
+        b"HTTP/1.1 405"
+    ] * slow
+    assert slow_requests(limited, "body") == 2 * slow
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.exc_info for r in warnings if r.exc_info] == []
+    assert [r.levelname for r in warnings] == ["WARNING"]
+    assert "read timeout" in warnings[0].getMessage()
 
 
 async def test_a_request_that_arrived_in_time_is_not_cut_by_the_read_timeout(
