@@ -188,6 +188,24 @@ async def test_a_source_down_shows_a_stale_loader_and_recovery_moves_nothing(
     assert back.change_capabilities == eats_view.change_capabilities
 
 
+async def test_the_client_echoes_the_version_of_each_order_it_got_actual_also_while_stale(
+    make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
+):
+    orderid = await create_order_id(emulator, unique, "eats")
+    client = make_client(unique)
+    await client.launch()
+    changed = await advance(emulator, "eats", orderid)
+    await client.cycle()
+    [known] = known_orders(client.orders)
+    assert known["version"] == changed["version"]
+    await set_fault(emulator, "source:eats", "down")
+    await advance(emulator, "eats", orderid)  # its list changed: the source is asked, and down
+    await client.cycle()
+    assert client.view()[0].update_status == "stale"
+    [known] = known_orders(client.orders)
+    assert known["version"] == changed["version"]
+
+
 async def test_part_errors_mark_fields_stale_then_recover(
     make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
 ):
