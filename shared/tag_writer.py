@@ -68,6 +68,9 @@ class _Turn:
 
 
 class TagWriter:
+    """Sends the tag writes recorded in `outbox` to `store`, at least once: `record` then
+    `deliver_*` (or `write_*`, both at once) for each write, `start` the retries once."""
+
     def __init__(
         self,
         store: TagStore,
