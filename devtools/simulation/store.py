@@ -247,8 +247,8 @@ class SimTagStore:
         self, key: OrderKey, parts: dict[str, str], owner: str | None, only_if_absent: bool
     ) -> dict[str, str]:
         """As SET_TAGS_SCRIPT: the parts written (an empty content: a new tag made for it),
-        when the order's first tag was written and its owner kept from its first write, and
-        the change published."""
+        when the order's first tag was written, its owner kept from the first write that
+        names one, and the change published."""
         stored = self._orders.setdefault(key, _Hash())
         changed = False
         for part, content in parts.items():
@@ -256,11 +256,12 @@ class SimTagStore:
                 continue
             stored.parts[part] = content or self._tag("n" if only_if_absent else "b")
             changed = True
+        # the first writer that says whose order it is names it, also where it writes no part
+        if stored.owner is None and owner and stored.parts:
+            stored.owner = owner
         if changed:
             if stored.created_ms is None:
                 stored.created_ms = self.now_ms()
-            if stored.owner is None and owner:
-                stored.owner = owner
             self._publish(tags_channel(key.service, key.orderid))
         return dict(stored.parts)
 

@@ -141,12 +141,14 @@ class OrdersStateEngine:
         if read is None:
             return None
         stored: StoredTags = {key: read.tags[key] for key in keys if key in read.tags}
+        owners = dict(read.owners)
         unread = [key for key in keys if key not in read.tags]
         if unread:
-            more = await self.tag_cache.get(unread)
+            more = await self.tag_cache.read(unread, [])
             if more is None:
                 return None
-            stored.update(more)
+            stored.update(more.tags)
+            owners.update(more.owners)
         # every tagged part (of every served version) gets a content tag before the answer, so
         # a part fetched right after this poll is issued a tag that stays valid: all of them
         # for a new or expired order, and a part its hash lacks (one a new policy version
@@ -156,13 +158,16 @@ class OrdersStateEngine:
             if key not in creatable:
                 continue
             parts = stored.get(key)
-            absent = [
-                part
-                for part in self.policy.services[key.service].tagged_parts
-                if parts is None or part not in parts
-            ]
+            tagged = self.policy.services[key.service].tagged_parts
+            absent = [part for part in tagged if parts is None or part not in parts]
             if absent:
                 missing[key] = absent
+            elif tagged and parts and key not in owners:
+                # tags that name no owner (made again by a feature's bump after a flush):
+                # the create writes no part, but names the user whose source listed it, or
+                # its owner's force would never count again (order_tags counts only an
+                # owner's force)
+                missing[key] = list(tagged)
         if missing:
             stored.update(await self.tag_cache.create_missing(missing, user_id))
         return stored

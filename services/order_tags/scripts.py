@@ -40,9 +40,11 @@ if #changed > 0 then
   -- yet is kept (stale) for a grace after it
   local now = redis.call("TIME")
   redis.call("HSETNX", KEYS[1], CREATED_FIELD, tostring(now[1] * 1000 + math.floor(now[2] / 1000)))
-  if ARGV[4] ~= "" then
-    redis.call("HSETNX", KEYS[1], OWNER_FIELD, ARGV[4])
-  end
+end
+-- the first writer that says whose order it is names it, also where it writes no part: tags
+-- a feature's bump made again (after a flush) are given their owner by the next poll
+if ARGV[4] ~= "" and redis.call("EXISTS", KEYS[1]) == 1 then
+  redis.call("HSETNX", KEYS[1], OWNER_FIELD, ARGV[4])
 end
 redis.call("EXPIRE", KEYS[1], ARGV[1])
 if ARGV[3] == "1" and #changed > 0 then

@@ -31,7 +31,10 @@ class FakeOrderTags:
         # answer every read 400, like a request order_tags refuses
         self.refuse = False
         self.calls: list[str] = []  # "get" / "set", in order
-        # how often each order was forced, by each user
+        # whose order each is: named by the first create that says (a poll's, for the user its
+        # source listed it for)
+        self.owners: dict[OrderKey, str] = {}
+        # how often each order was forced, by each user: its owner alone, as order_tags counts
         self.forced: dict[wire.ForcedOrder, int] = {}
 
     async def read(
@@ -50,19 +53,25 @@ class FakeOrderTags:
             raise OrderTagsUnavailable("fake order_tags is down")
         if self.refuse or len(orders) > wire.MAX_BATCH:  # as the real service: a 400
             raise OrderTagsRejected(f"fake order_tags: {len(orders)} orders in one batch")
+        honoured = []
         for forced in force:
+            if self.owners.get(forced.key) != forced.user_id or forced.user_id is None:
+                honoured.append(False)
+                continue
             self.forced[forced] = self.forced.get(forced, 0) + 1
+            honoured.append(self.forced[forced] <= force_per_minute)
         return wire.TagsGetResponse(
             orders=[
                 wire.OrderTags(
                     key.service,
                     key.orderid,
                     dict(self.stored[key]) if key in self.stored else None,
+                    owner=self.owners.get(key),
                 )
                 for key in orders
             ],
             lists=[],
-            forced=[self.forced[forced] <= force_per_minute for forced in force],
+            forced=honoured,
         )
 
     async def keep_answers(self, *args: object, **kwargs: object) -> None:
@@ -92,6 +101,8 @@ class FakeOrderTags:
             current = self.stored.setdefault(key, {})
             for part in order.parts:
                 current.setdefault(part, new_content_tag(created=True))
+            if order.user_id is not None:
+                self.owners.setdefault(key, order.user_id)
             created[key] = dict(current)
         return created
 

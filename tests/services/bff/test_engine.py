@@ -51,6 +51,7 @@ async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():
     eats = FakeSource([("e1", "cooking", T0)])
     for key in (OrderKey("taxi", "t1"), OrderKey("taxi", "t2"), OrderKey("eats", "e1")):
         tags.stored[key] = dict.fromkeys(POLICY.services["taxi"].tagged_parts, "v1")
+        tags.owners[key] = "u"
     tags.stored[OrderKey("eats", "e1")] = {"full_info": "f"}
     result = await engine(tags, taxi=taxi, eats=eats).look(poll([], ["taxi", "eats"]))
     assert tags.calls == ["get"]
@@ -70,6 +71,21 @@ async def test_an_order_with_no_tags_gets_them_for_every_non_static_part_before_
     # a client that knows nothing needs every tag_defined part, by priority
     [order] = result.orders
     assert order.need_request == ["fast_info", "rarely_changed", "static", "chat", "slow"]
+
+
+async def test_tags_that_name_no_owner_are_given_the_user_its_source_listed_them_for():
+    """order_tags counts a force only on its owner's order: tags a feature's bump made again
+    after a flush name none, and the poll that lists the order names its user (a create
+    that writes no part), once."""
+    tags = FakeOrderTags()
+    key = OrderKey("taxi", "t1")
+    tags.stored[key] = dict.fromkeys(POLICY.services["taxi"].tagged_parts, "v1")
+    bff = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
+    await bff.look(poll([], ["taxi"]))
+    assert tags.calls == ["get", "create"] and tags.owners == {key: "u"}
+    assert tags.stored[key] == dict.fromkeys(POLICY.services["taxi"].tagged_parts, "v1")
+    await bff.look(poll([], ["taxi"]))
+    assert tags.calls[2:] == ["get"]
 
 
 async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_sent_it():

@@ -10,7 +10,7 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
-from shared.redis import force_key
+from shared.redis import force_key, tags_key
 from tests.services.order_tags.conftest import AUTH
 
 
@@ -101,7 +101,7 @@ async def test_a_force_on_another_users_order_spends_nothing_of_its_owners_budge
     assert keys_of(redis_sync, unique) == sorted([*stored, force_key("taxi", orderid, owner)])
 
 
-async def test_an_order_with_no_owner_named_honours_no_force(
+async def test_an_order_with_no_owner_named_honours_no_force_until_a_create_names_it(
     tags_client: TestClient, unique: str, redis_sync: redis.Redis
 ):
     # tags a feature wrote, naming no owner: whose order it is cannot be checked
@@ -115,3 +115,17 @@ async def test_an_order_with_no_owner_named_honours_no_force(
     force = {"service": "taxi", "orderid": orderid, "user_id": f"{unique}-user"}
     assert await forced(tags_client, [force]) == [False]
     assert redis_sync.exists(force_key("taxi", orderid, f"{unique}-user")) == 0
+
+    # a poll whose source lists it for the user creates its missing parts, here none, and
+    # names the owner: from then on the owner's force counts
+    async def create_chat(user: str) -> None:
+        order = {"service": "taxi", "orderid": orderid, "parts": ["chat"], "user_id": user}
+        resp = await tags_client.post("/v1/tags/create", json={"orders": [order]}, headers=AUTH)
+        assert resp.status == 200
+        assert (await resp.json())["orders"][0]["tags"] == {"chat": "c1"}
+
+    await create_chat(f"{unique}-user")
+    assert redis_sync.hget(tags_key("taxi", orderid), "_owner") == f"{unique}-user"
+    await create_chat(f"{unique}-later")  # the first owner named stays
+    assert redis_sync.hget(tags_key("taxi", orderid), "_owner") == f"{unique}-user"
+    assert await forced(tags_client, [force]) == [True]

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from services.bff.resources import ADMISSION
 from shared.config import RedisSettings
+from shared.redis import tags_key
 from tests.emulator_api import change, create_order_id, set_fault
 from tests.helpers import MakeApp, all_tags, poll, poll_one, replicas_on
 
@@ -75,6 +76,28 @@ async def test_another_user_naming_an_order_with_force_spends_nothing_of_its_own
         # the order is not this user's: it is left out, and its owner's budget untouched
         body = await poll_one(orders_state, f"{unique}-other", orderid, fresh, force=True)
         assert body["orders"] == []
+    body = await poll_one(orders_state, unique, orderid, fresh, force=True)
+    assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
+
+
+async def test_tags_that_lost_their_owner_are_named_again_by_a_poll_and_its_force_counts(
+    make_orders_state: MakeApp,
+    emulator: TestClient,
+    unique: str,
+    redis_sync: redis.Redis,
+):
+    """order_tags counts a force only on an order whose tags name the forcing user its owner.
+    Tags a feature's bump made again after a flush name none: the next poll whose source
+    lists the order for the user names it (a create that writes no part), and the owner's
+    force counts again."""
+    orders_state = await make_orders_state(protocol=dict(force_per_order_per_minute=FORCE_BUDGET))
+    orderid = await create_order_id(emulator, unique)
+    fresh = all_tags(redis_sync, orderid)  # younger than the min TTL
+    await change(emulator, "taxi", orderid, {"tips": {"value": 10}})
+    redis_sync.hdel(tags_key("taxi", orderid), "_owner")  # every part there, no owner
+    body = await poll_one(orders_state, unique, orderid, fresh, force=True)
+    assert body["orders"][0]["need_request"] == []  # whose force it is could not be told
+    assert redis_sync.hget(tags_key("taxi", orderid), "_owner") == unique
     body = await poll_one(orders_state, unique, orderid, fresh, force=True)
     assert body["orders"][0]["need_request"] == ["fast_info", "rarely_changed"]
 
