@@ -66,9 +66,10 @@ class Hedging:
     # collected before it ends)
     _losers: set[asyncio.Future[Any]] = field(default_factory=set)
 
-    async def run(self, operation: Callable[[], Awaitable[T]]) -> T:
+    async def run(self, operation: Callable[[], Awaitable[T]], *, work_s: float = 0.0) -> T:
         """The first answer of `operation`'s attempts; the last failure when every attempt
-        failed. Unbounded in time by itself: the caller's deadline bounds it.
+        failed. Unbounded in time by itself: the caller's deadline bounds it. `work_s`: what
+        the call may take busy, not silent (a large write): a hedge waits that much longer.
 
         The first attempt is awaited in the caller's task and the hedges start from a timer:
         most calls are answered before the hedge's time, and then cost a timer, not a task
@@ -79,7 +80,7 @@ class Hedging:
         self.budget.call(self.clock())
         task = asyncio.current_task()
         assert task is not None
-        return await _Race(self, operation, task).run()
+        return await _Race(self, operation, task, self.after_s + work_s).run()
 
     def _may_hedge(self) -> bool:
         now = self.clock()
@@ -102,8 +103,11 @@ class _Race(Generic[T]):
     """One hedged call: the first attempt, awaited in the caller's `task`, and the hedges,
     each a task started by the timer (silence) or at once when every attempt out failed."""
 
-    def __init__(self, hedging: Hedging, operation: Callable[[], Awaitable[T]], task: Any) -> None:
+    def __init__(
+        self, hedging: Hedging, operation: Callable[[], Awaitable[T]], task: Any, after_s: float
+    ) -> None:
         self.hedging = hedging
+        self.after_s = after_s
         self.operation = operation
         self.task: asyncio.Task[Any] = task
         self.loop = asyncio.get_running_loop()
@@ -128,7 +132,7 @@ class _Race(Generic[T]):
         self.waiter: asyncio.Future[None] | None = None
 
     async def run(self) -> T:
-        self.timer = self.loop.call_later(self.hedging.after_s, self._silence)
+        self.timer = self.loop.call_later(self.after_s, self._silence)
         try:
             try:
                 answer = await self.operation()
@@ -196,9 +200,7 @@ class _Race(Generic[T]):
         self.hedging_on = self.started < self.hedging.attempts
         if self.timer is not None:
             self.timer.cancel()
-        self.timer = (
-            self.loop.call_later(self.hedging.after_s, self._silence) if self.hedging_on else None
-        )
+        self.timer = self.loop.call_later(self.after_s, self._silence) if self.hedging_on else None
 
     def _next_at_once(self) -> None:
         """Every attempt out has failed (a reset connection): the next goes now, or the call
