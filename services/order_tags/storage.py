@@ -240,7 +240,8 @@ class RedisTagStore:
             for each in forced:
                 # a minute from the first force counted: at most force_per_minute honoured
                 # in it, by every replica together. EVAL: see the lists' below
-                pipe.eval(FORCE_SCRIPT, 2, *_force_keys(each), each.user_id, FORCE_WINDOW_S)
+                user = each.user_id or ""  # never empty: forced orders with no user are out
+                pipe.eval(FORCE_SCRIPT, 2, *_force_keys(each), user, FORCE_WINDOW_S)
             for one, new_tag in zip(lists, new_content_tags(len(lists)), strict=True):
                 # the list tag, or a new one if there is none: a source's answer is kept only
                 # under a tag read before the source is asked
