@@ -38,11 +38,23 @@ def main(argv: list[str] | None = None) -> int:
         help="waiting re-polls held from their client's last look (off by default, as in the "
         "services)",
     )
+    parser.add_argument(
+        "--spraying-router",
+        action="store_true",
+        help="the balancer sprays requests over the replicas instead of routing by user",
+    )
+    parser.add_argument(
+        "--lossy-writers",
+        action="store_true",
+        help="a writer drops a tag write that failed instead of retrying it until it lands",
+    )
     args = parser.parse_args(argv)
     options = Options(
         untagged_replicas=args.untagged_replicas,
         at_once_after_expired=args.at_once_after_expired,
         watch_cache=args.watch_cache,
+        spraying_router=args.spraying_router,
+        lossy_writers=args.lossy_writers,
     )
     if args.seed is not None:
         report = run_seed(args.seed, options=options)

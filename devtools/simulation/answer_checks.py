@@ -59,6 +59,15 @@ class AnswerChecks(CheckerBase):
                     )
                     continue
                 keys.append((truth.created_at, order.service, order.orderid))
+                echoed = sent_by_key.get(order.key, {}).get("version")
+                if isinstance(echoed, int) and order.version is not None and order.version < echoed:
+                    self.violation(
+                        reply.answered,
+                        "backwards",
+                        f"{order.key} answered actual at version {order.version}, its client "
+                        f"echoed {echoed}",
+                        user_id,
+                    )
                 continue
             known = sent_by_key.get(order.key)
             if known is None:
@@ -72,10 +81,12 @@ class AnswerChecks(CheckerBase):
             echoed = {
                 k: v
                 for k, v in known.items()
-                if k not in ("orderid", "service", "status", "tags", "force", "created_at")
+                if k
+                not in ("orderid", "service", "status", "tags", "force", "created_at", "version")
             }
             if (
                 order.status != known.get("status", "")
+                or order.version != known.get("version")
                 or order.tags != known.get("tags", {})
                 or order.echo != echoed
             ):

@@ -1,11 +1,12 @@
 """Simulated apps. `ProtocolClient` follows the reference client's rules (client/client.py,
 docs/protocol.md: Writing a client): a launch first; then polls with its known orders in the
-order shown, each with its tags, status and echo fields (its `created_at` among them), at the
-interval the last answer gave, or at once after a waiting poll's news, wake-up, timeout or
-shutdown; the parts in `need_request` fetched by priority, a few orders a request and a few
-requests at a time; a part error marks the part stale and backs it off; `expired` drops the
-order; an order made on this device is polled for at once (a held poll is given up); after a
-user's change, `force` on the order until a part shows the change's version, or 15 s.
+order shown, each with its tags, status and echo fields (its `created_at` and `version` among
+them), at the interval the last answer gave, or at once after a waiting poll's news, wake-up,
+timeout or shutdown; the parts in `need_request` fetched by priority, a few orders a request
+and a few requests at a time; a part error marks the part stale and backs it off; `expired`
+drops the order; an order made on this device is polled for at once (a held poll is given
+up); after a user's change, `force` on the order until a part shows the change's version, or
+15 s.
 (devtools/simulation/misbehaving.py has the client that does not; network.py how both reach
 the replicas.)
 """
@@ -78,6 +79,8 @@ class Order:
     status: str
     update_status: str = "actual"
     created_at: str | None = None
+    # the source's version of the last actual answer: echoed, so no answer goes back from it
+    version: int | None = None
     brief: dict[str, Any] = field(default_factory=dict)
     parts: dict[str, Part] = field(default_factory=dict)
     seen_version: int = 0
@@ -91,6 +94,8 @@ class Order:
         entry: dict[str, Any] = dict(self.brief)
         if self.created_at is not None:
             entry["created_at"] = self.created_at
+        if self.version is not None:
+            entry["version"] = self.version
         entry.update(
             orderid=self.orderid,
             service=self.service,
@@ -257,6 +262,8 @@ class ProtocolClient:
                 order.status = answered.status
                 order.brief = dict(answered.brief)
                 order.created_at = answered.created_at or order.created_at
+                if answered.version is not None:
+                    order.version = answered.version
                 for name, part in order.parts.items():
                     if name not in answered.tags:
                         part.tag = None

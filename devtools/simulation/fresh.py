@@ -6,11 +6,15 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from devtools.simulation.bounds import KEPT_LOOK_S, LIST_MAX_AGE_S, MIN_TTL_S, SEEN_WITHIN_S
+from devtools.simulation.bounds import KEPT_LOOK_S, MIN_TTL_S, SEEN_WITHIN_S
 from devtools.simulation.check_base import CheckerBase
 from devtools.simulation.trace import status_index
+from devtools.simulation.writers import BACKOFF_CAP_S, RESTART_S
 from shared.redis import list_channel, tags_channel
 from shared.wire import OrderKey
+
+# faults during which the store refuses the writers' writes: they keep them and retry
+WRITES_REFUSED = frozenset({"store_down", "store_paused", "redis_outage"})
 
 
 class FreshChecks(CheckerBase):
@@ -19,7 +23,20 @@ class FreshChecks(CheckerBase):
     # --- client by client --------------------------------------------------------------------
 
     def client_saw(self, client: str, key: OrderKey, status: str, t: float) -> None:
-        self.saw.setdefault((client, key), []).append((t, status_index(key.service, status)))
+        """`backwards`: an actual answer never takes an order back in its lifecycle from a
+        status its client was already answered actual."""
+        seen = self.saw.setdefault((client, key), [])
+        index = status_index(key.service, status)
+        furthest = max((earlier for _, earlier in seen), default=index)
+        if index < furthest:
+            self.violation(
+                t,
+                "backwards",
+                f"{client} was answered {key} {status}, after a status further on "
+                f"(#{furthest} of its lifecycle)",
+                self.clients[client].user_id,
+            )
+        seen.append((t, index))
 
     def client_version(self, client: str, key: OrderKey, version: int, t: float) -> None:
         self.versions.setdefault((client, key), []).append((t, version))
@@ -97,6 +114,35 @@ class FreshChecks(CheckerBase):
             deadline = extended
         return deadline
 
+    def _due(self, data_t: float) -> float:
+        """When a write made with the data at `data_t` has landed at the latest: at once,
+        or when the store is back and the writers' backoff has come round (at most its cap),
+        or when a writer that died is back (docs/protocol.md: Feature data and user
+        changes: a tag write is delivered at least once)."""
+        due = data_t + 0.01
+        died = any(span.start <= data_t <= span.end for span in self.timeline.bump_loss)
+        if died:
+            due += RESTART_S[1]
+        for _ in range(8):
+            later = max(
+                [due]
+                + [
+                    f.end + BACKOFF_CAP_S + 0.1
+                    for f in self.timeline.faults
+                    if f.kind in WRITES_REFUSED and f.start <= due and data_t <= f.end
+                ]
+            )
+            if later == due:
+                break
+            due = later
+        return due
+
+    def _landed(self, landed: float | None, data_t: float) -> float:
+        """The moment a change's freshness is counted from: when its write landed, but no
+        later than the writers' bound (a write lost, or late, leaves the change hidden)."""
+        due = self._due(data_t)
+        return landed if landed is not None and landed <= due else due
+
     def _fresh(self, end_t: float) -> None:
         protocol = [c for c in self.clients.values() if not c.misbehaving]
         for change in self.world.status_changes:
@@ -113,11 +159,7 @@ class FreshChecks(CheckerBase):
                 ):
                     continue
                 if change.finished:
-                    base = (
-                        change.list_bump_t
-                        if change.list_bump_t is not None
-                        else change.data_t + LIST_MAX_AGE_S + 2
-                    )
+                    base = self._landed(change.list_bump_t, change.data_t)
                     deadline = self._seen_by(base, client.name, service, None, channels)
                     if (
                         deadline is not None
@@ -133,52 +175,58 @@ class FreshChecks(CheckerBase):
                         )
                     continue
                 gone = order.finished_t
-                if change.list_bump_t is not None:
-                    deadline = self._seen_by(
-                        change.list_bump_t, client.name, service, None, channels
+                deadline = self._seen_by(
+                    self._landed(change.list_bump_t, change.data_t),
+                    client.name,
+                    service,
+                    None,
+                    channels,
+                )
+                if (
+                    deadline is not None
+                    and deadline < end_t
+                    and (gone is None or deadline < gone)
+                    and self._held(client.name, change.key, deadline)
+                    and not self._saw(
+                        client.name,
+                        change.key,
+                        change.data_t,
+                        deadline,
+                        status_index(service, change.status),
                     )
-                    if (
-                        deadline is not None
-                        and deadline < end_t
-                        and (gone is None or deadline < gone)
-                        and self._held(client.name, change.key, deadline)
-                        and not self._saw(
-                            client.name,
-                            change.key,
-                            change.data_t,
-                            deadline,
-                            status_index(service, change.status),
-                        )
-                    ):
-                        self.violation(
-                            deadline,
-                            "fresh",
-                            f"{client.name} has not seen {change.key} {change.status} (data "
-                            f"{change.data_t:.3f}, list bump {change.list_bump_t:.3f}) by "
-                            f"{deadline:.3f}",
-                            client.user_id,
-                        )
-                if change.part_bump_t is not None:
-                    deadline = self._seen_by(
-                        change.part_bump_t + MIN_TTL_S, client.name, service, upstream, channels
+                ):
+                    self.violation(
+                        deadline,
+                        "fresh",
+                        f"{client.name} has not seen {change.key} {change.status} (data "
+                        f"{change.data_t:.3f}, list bump {change.list_bump_t}) by "
+                        f"{deadline:.3f}",
+                        client.user_id,
                     )
-                    if (
-                        deadline is not None
-                        and deadline < end_t
-                        and (gone is None or deadline < gone)
-                        and self._held(client.name, change.key, deadline)
-                        and not self._version(
-                            client.name, change.key, change.data_t, deadline, change.version
-                        )
-                    ):
-                        self.violation(
-                            deadline,
-                            "fresh",
-                            f"{client.name} has not fetched {change.key} version "
-                            f"{change.version} ({change.status}; data {change.data_t:.3f}, "
-                            f"tags {change.part_bump_t:.3f}) by {deadline:.3f}",
-                            client.user_id,
-                        )
+                deadline = self._seen_by(
+                    self._landed(change.part_bump_t, change.data_t) + MIN_TTL_S,
+                    client.name,
+                    service,
+                    upstream,
+                    channels,
+                )
+                if (
+                    deadline is not None
+                    and deadline < end_t
+                    and (gone is None or deadline < gone)
+                    and self._held(client.name, change.key, deadline)
+                    and not self._version(
+                        client.name, change.key, change.data_t, deadline, change.version
+                    )
+                ):
+                    self.violation(
+                        deadline,
+                        "fresh",
+                        f"{client.name} has not fetched {change.key} version "
+                        f"{change.version} ({change.status}; data {change.data_t:.3f}, "
+                        f"tags {change.part_bump_t}) by {deadline:.3f}",
+                        client.user_id,
+                    )
 
     def _saw(self, client: str, key: OrderKey, start: float, end: float, index: int) -> bool:
         return any(

@@ -38,9 +38,13 @@ class Loads:
       source is asked on every poll"): every source, for each poll a client sends then;
     - a source failing or lagging is asked on every look (its answer is not kept);
     - heavy: for each change of an order's parts, one fetch by each client, after its next
-      look (or the one after the min TTL), one per replica its parallel part requests reach
-      (part fetches coalesce within a process); the parts once more after the store lost its
-      tags; while a part upstream fails, each client's retries with backoff.
+      look (or the one after the min TTL): part fetches coalesce within a process, and routing
+      by user sends a user's requests to one (two around a restart, which moves its users and
+      back); the parts once more after the store lost its tags; while a part upstream fails,
+      each client's retries with backoff.
+    The bound is the fleet's, all replicas together, whatever their number (docs/protocol.md:
+    A fleet): a spraying balancer (Options.spraying_router) that makes each process's memos
+    see a share of a user's requests pays more than it, and is found.
     So held polls looking again all at once when Redis is lost, with no poll sent, are paid
     for by nothing: "losing Redis must cost the sources nothing in that instant"."""
 
@@ -48,6 +52,15 @@ class Loads:
         self.checker = checker
         self.end_t = end_t
         self.replicas = checker.scenario.replicas
+        # routing by user: a user's requests meet in one process (its memos and coalescing
+        # serve the fleet), but a restart moves its users to another and back, each process
+        # with memos of its own: two may serve a user from the restart until a degraded TTL
+        # after it is back
+        self.moved = [
+            (f.start - 1, f.start + f.value + DEGRADED_TTL_S + 5)
+            for f in checker.timeline.faults
+            if f.kind == "replica_restart"
+        ]
         misbehaving = {c.user_id for c in checker.clients.values() if c.misbehaving}
         kept = [call for call in calls if call.user_id not in misbehaving]
         self.sources = sorted(c.t for c in kept if c.target.startswith("source:"))
@@ -126,7 +139,7 @@ class Loads:
             if not first:
                 continue
             span = (first[0] - 1, (due[0] if due else first[0]) + 1)
-            heavy.append((*span, float(self.replicas * devices[user])))
+            heavy.append((*span, float(self._reach(*span) * devices[user])))
             if performer:
                 slow.append((*span, float(devices[user])))
         for t in recovered:
@@ -158,6 +171,12 @@ class Loads:
             if f.kind.startswith("upstream_")
         ]
 
+    def _reach(self, start: float, end: float) -> int:
+        """How many processes may serve one user's requests within [start, end]: the
+        fleet's bound does not grow with its size (docs/protocol.md: A fleet)."""
+        moving = any(a < end and start < b for a, b in self.moved)
+        return min(self.replicas, 2 if moving else 1)
+
     @staticmethod
     def _count(times: list[float], start: float, end: float) -> int:
         return bisect.bisect_left(times, end) - bisect.bisect_left(times, start)
@@ -187,6 +206,7 @@ class Loads:
         allow_performer += sum(n for a, b, n in self.paid_slow if a < end and start <= b)
         degraded = any(a < end and start < b for a, b in self.degraded)
         failing_parts = any(a < end and start < b for a, b in self.upstream_faults)
+        reach = self._reach(start, end)
         for client in self.clients:
             if client.start_t >= end:
                 continue
@@ -219,10 +239,10 @@ class Loads:
                     allow_heavy += 2
                     allow_performer += 2 if service == "taxi" else 0
             if degraded:
-                # the degraded memo is per process: one call per order and process in a
-                # degraded TTL
-                allow_heavy += (self.replicas - 1) * active
-                allow_performer += (self.replicas - 1) * taxi
+                # the degraded memo is per process: one call per order and process that
+                # serves the user in a degraded TTL (one, but for a restart's move)
+                allow_heavy += (reach - 1) * active
+                allow_performer += (reach - 1) * taxi
             # a part upstream failing: each failed part is retried by the client with backoff
             # (1 s, then 2, then 4: three tries in 5 s) and each try by the BFF once; in a
             # fleet the BFF's breaker caps this (ten failures, then a probe each 2 s), which

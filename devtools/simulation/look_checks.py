@@ -89,7 +89,11 @@ class LookChecks(CheckerBase):
         )
 
     def look_started(self, known: Sequence[ParsedKnownOrder]) -> dict[OrderKey, Any]:
-        return {k.key: self.store.content(k.key) for k in known if k.order.force}
+        return {
+            k.key: (self.store.content(k.key), self.store.owner(k.key))
+            for k in known
+            if k.order.force
+        }
 
     def _force(
         self,
@@ -112,8 +116,13 @@ class LookChecks(CheckerBase):
             if recent > FORCE_PER_MINUTE:
                 continue
             order = answered.get(k.key)
-            stored = before.get(k.key)
+            stored, owner = before.get(k.key, (None, None))
             if not isinstance(order, ActualOrder) or stored is None:
+                continue
+            if owner != user_id:
+                # tags naming no owner when the look read them (made again by a writer's bump
+                # after a flush, the owner named by this look's creation): order_tags cannot
+                # tell the owner's force from another user's, and honours neither
                 continue
             if self.store.content(k.key) != stored:
                 continue  # written during the look: which one it read is not known

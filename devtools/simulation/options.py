@@ -20,6 +20,12 @@ class Options:
     # docs/protocol.md, Waiting poll); the invariants then allow what the cache costs a
     # wake-up lost on a live connection
     watch_cache: bool = False
+    # the balancer sprays (each request to the next replica) instead of routing by user: the
+    # per-process memos and coalescing see a share of a user's requests each
+    spraying_router: bool = False
+    # a writer whose tag write fails (the store down or paused) drops it instead of keeping
+    # it and retrying until it lands (docs/protocol.md: Feature data and user changes)
+    lossy_writers: bool = False
 
 
 DEFAULT_OPTIONS = Options()

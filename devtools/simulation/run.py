@@ -14,7 +14,7 @@ from devtools.simulation.bff import BffProcess
 from devtools.simulation.checks import Checker
 from devtools.simulation.clients import ProtocolClient
 from devtools.simulation.misbehaving import MisbehavingClient
-from devtools.simulation.network import Network
+from devtools.simulation.network import Network, Router, SprayingRouter, UserRouter
 from devtools.simulation.options import DEFAULT_OPTIONS, Options
 from devtools.simulation.report import Report
 from devtools.simulation.scenario import DURATION_S, Fault, OrderPlan, Scenario, Step, plan
@@ -139,7 +139,14 @@ class Run:
         self.scenario = scenario
         self.policy = policy()
         self.store = SimTagStore(self.rng("store"), lambda: int(time.time() * 1000))
-        self.world = World(self.policy, self.store, self.rng("world"), Writes())
+        self.world = World(
+            self.policy,
+            self.store,
+            self.rng("world"),
+            Writes(),
+            lossy_writers=options.lossy_writers,
+            writers_rng=self.rng("writers"),
+        )
         self.calls = CallLog()
         self.sources = {
             service: SourceBackend(
@@ -178,9 +185,11 @@ class Run:
         ]
         self.clients: dict[str, ProtocolClient] = {}
         self.misbehaving: list[MisbehavingClient] = []
+        by_user = UserRouter([f"r{index}" for index in range(scenario.replicas)])
         for user in scenario.users:
             for device in user.devices:
-                network = Network(self.replicas, self.rng(f"network:{device.name}"))
+                router: Router = SprayingRouter() if options.spraying_router else by_user
+                network = Network(self.replicas, router, self.rng(f"network:{device.name}"))
                 if user.misbehaving:
                     self.misbehaving.append(
                         MisbehavingClient(
@@ -320,6 +329,7 @@ class Run:
         await asyncio.sleep(end_t)
         for task in tasks:
             task.cancel()
+        self.world.outbox.close()
         # SIGTERM to every replica: every held poll answered at once, nothing left behind
         await asyncio.gather(*(self._stop(p) for p in self.replicas()))
         self.processes = [None] * len(self.processes)

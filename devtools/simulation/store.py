@@ -292,3 +292,9 @@ class SimTagStore:
     def content(self, key: OrderKey) -> dict[str, str] | None:
         stored = self._orders.get(key)
         return dict(stored.parts) if stored is not None and stored.parts else None
+
+    def owner(self, key: OrderKey) -> str | None:
+        """The owner the order's tags name (None: none, e.g. made again by a writer's bump
+        after a flush)."""
+        stored = self._orders.get(key)
+        return stored.owner if stored is not None else None

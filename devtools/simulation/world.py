@@ -3,23 +3,27 @@ data), each source's list version by version (what a lagging replica serves), an
 of every change with the moment its tags landed, which the invariants are checked against.
 
 The actors that change it follow the protocol's order for writers: data first, tags second
-(docs/protocol.md: Writing tags (order_tags)). A tag write can fail (the tag store is down)
-or be lost (the writer died between the two), and the record says so: an invariant that
-speaks of a change "whose tags were written" knows which were."""
+(docs/protocol.md: Writing tags (order_tags)), each tag write delivered at least once
+(devtools/simulation/writers.py): one the store refuses is retried until it lands, one whose
+writer died is sent when it is back. The record says when each landed (None: not yet, or
+given up, or lost with Options.lossy_writers): an invariant that speaks of a change "whose
+tags were written" knows which were and when."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from devtools.simulation.documents import new_document
 from devtools.simulation.store import SimTagStore
 from devtools.simulation.vloop import WALL_EPOCH_S
+from devtools.simulation.writers import TagWrites
 from emulator.documents import LIFECYCLES, change_capabilities, order_limit
-from shared.errors import OrderTagsUnavailable
 from shared.policy import PollingPolicy
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.upstream_wire import SourceOrder, SourceResponse
@@ -59,6 +63,12 @@ class StatusChange:
     # the order left the list (finished or cancelled)
     finished: bool = False
 
+    def parts_landed(self, t: float) -> None:
+        self.part_bump_t = t
+
+    def list_landed(self, t: float) -> None:
+        self.list_bump_t = t
+
 
 @dataclass
 class UserChange:
@@ -70,6 +80,9 @@ class UserChange:
     version: int
     data_t: float
     part_bump_t: float | None = None
+
+    def parts_landed(self, t: float) -> None:
+        self.part_bump_t = t
 
 
 @dataclass
@@ -105,8 +118,8 @@ class ListVersion:
 
 @dataclass
 class Writes:
-    """How the run's writers lose tag writes with the store up: a feature or source that
-    died between its data and its tags."""
+    """How often the run's writers die between their data and their tags (the bump_loss
+    fault): the write is sent when they are back, or lost with lossy writers."""
 
     part_bump_loss: float = 0.0
     list_bump_loss: float = 0.0
@@ -119,11 +132,15 @@ class World:
         store: SimTagStore,
         rng: random.Random,
         writes: Writes,
+        *,
+        lossy_writers: bool = False,
+        writers_rng: random.Random | None = None,
     ) -> None:
         self.policy = policy
         self.store = store
         self.rng = rng
         self.writes = writes
+        self.outbox = TagWrites(writers_rng or random.Random(0), self.now, lossy=lossy_writers)
         self.orders: dict[OrderKey, SimOrder] = {}
         self.by_user: dict[str, list[SimOrder]] = {}
         self.lists: dict[tuple[str, str], deque[ListVersion]] = {}
@@ -201,30 +218,49 @@ class World:
         """The few milliseconds between a writer's data and its tag write."""
         await asyncio.sleep(0.001 + self.rng.random() * 0.004)
 
-    async def _bump_list(self, service: str, user_id: str, version: ListVersion) -> float | None:
+    async def _bump_list(
+        self,
+        service: str,
+        user_id: str,
+        version: ListVersion,
+        record: Callable[[float], None] = lambda _: None,
+    ) -> None:
         await self._settle()
-        if self.rng.random() < self.writes.list_bump_loss:
-            return None
-        try:
-            version.tag = await self.store.bump_list(service, user_id)
-        except OrderTagsUnavailable:
-            return None
-        landed = self.now()
-        self.list_bumps.append((landed, service, user_id))
-        return landed
+        died = self.rng.random() < self.writes.list_bump_loss
 
-    async def _bump_parts(self, key: OrderKey, fields: tuple[str, ...]) -> float | None:
+        async def attempt() -> None:
+            version.tag = await self.store.bump_list(service, user_id)
+
+        def landed() -> None:
+            self.list_bumps.append((self.now(), service, user_id))
+            record(self.now())
+
+        await self.outbox.deliver(
+            ("list", service, user_id), attempt, landed, died=died, merges=True
+        )
+
+    async def _bump_parts(
+        self,
+        key: OrderKey,
+        fields: tuple[str, ...],
+        record: Callable[[float], None] = lambda _: None,
+    ) -> None:
         await self._settle()
-        if self.rng.random() < self.writes.part_bump_loss:
-            return None
+        died = self.rng.random() < self.writes.part_bump_loss
         parts = self.policy.services[key.service].parts_holding(fields)
-        try:
+
+        async def attempt() -> None:
             await self.store.bump(key.service, key.orderid, parts)
-        except OrderTagsUnavailable:
-            return None
-        landed = self.now()
-        self.part_bumps.append((landed, key, tuple(parts)))
-        return landed
+
+        def landed() -> None:
+            self.part_bumps.append((self.now(), key, tuple(parts)))
+            record(self.now())
+
+        await self.outbox.deliver(key, attempt, landed, died=died, given_up=self._finished(key))
+
+    def _finished(self, key: OrderKey) -> Callable[[], bool]:
+        order = self.orders[key]
+        return lambda: order.finished_t is not None
 
     def new_orderid(self, service: str) -> str:
         self._sequence += 1
@@ -236,20 +272,27 @@ class World:
         now = self.now()
         key = OrderKey(service, orderid)
         status = LIFECYCLES[service][0]
-        document = _new_document(service, orderid, created_at_text(now), status)
+        document = new_document(service, orderid, created_at_text(now), status)
         order = SimOrder(key, user_id, now, created_at_text(now), status, document)
         self.orders[key] = order
         self.by_user.setdefault(user_id, []).append(order)
         version = self._list_changed(service, user_id)
         await self._settle()
-        try:
+
+        async def attempt() -> None:
             await self.store.set_tags(
                 service, orderid, self.policy.services[service].tagged_parts, owner=user_id
             )
+
+        def landed() -> None:
             order.tags_written_t = self.now()
-        except OrderTagsUnavailable:
-            pass
-        order.created_bump_t = await self._bump_list(service, user_id, version)
+
+        await self.outbox.deliver(key, attempt, landed, given_up=self._finished(key))
+
+        def bumped(t: float) -> None:
+            order.created_bump_t = t
+
+        await self._bump_list(service, user_id, version, bumped)
         return order
 
     async def advance(self, key: OrderKey, *, cancel: bool = False) -> StatusChange | None:
@@ -276,14 +319,17 @@ class World:
         version = self._list_changed(key.service, order.user_id)
         if finished:
             await self._settle()
-            try:
+
+            async def attempt() -> None:
                 await self.store.delete(key.service, key.orderid)
+
+            def deleted() -> None:
                 change.part_bump_t = self.now()
-            except OrderTagsUnavailable:
-                pass
+
+            await self.outbox.deliver(key, attempt, deleted, supersedes=True)
         else:
-            change.part_bump_t = await self._bump_parts(key, STATUS_FIELDS)
-        change.list_bump_t = await self._bump_list(key.service, order.user_id, version)
+            await self._bump_parts(key, STATUS_FIELDS, change.parts_landed)
+        await self._bump_list(key.service, order.user_id, version, change.list_landed)
         return change
 
     async def touch(self, key: OrderKey, kind: str) -> None:
@@ -324,35 +370,9 @@ class World:
         order.document = document
         change = UserChange(key, order.user_id, feature, order.version, self.now())
         self.user_changes.append(change)
-        change.part_bump_t = await self._bump_parts(key, ("version", field_name))
+        await self._bump_parts(key, ("version", field_name), change.parts_landed)
         return change
 
     def _sequence_text(self) -> str:
         self._sequence += 1
         return f"m{self._sequence}"
-
-
-def _new_document(service: str, orderid: str, created_at: str, status: str) -> dict[str, Any]:
-    """A small document with a field of every part: what each part upstream cuts from."""
-    if service == "taxi":
-        return {
-            "version": 1,
-            "status": status,
-            "eta": None,
-            "driver": {"name": f"driver of {orderid}"},
-            "comment": "",
-            "tips": 0,
-            "destinations": [{"short_text": "Street 1"}],
-            "route_sharing_url": f"https://taxi.example/{orderid}",
-            "created_at": created_at,
-            "chathistory": [],
-            "orderperformerinfo": {"rating": 4.9},
-        }
-    return {
-        "version": 1,
-        "status": status,
-        "eta": None,
-        "place": {"name": f"place of {orderid}"},
-        "items": [{"name": "item", "count": 1}],
-        "total": 100,
-    }
