@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 import uvloop
 
-from benchmarks.fleet_counters import Counts, PerOrder, Readings
+from benchmarks.fleet_windows import WINDOW_S, Phase, Readings, report
 from benchmarks.redis_loss import (
     SERVICES,
     STATUSES,
@@ -84,25 +84,12 @@ from devtools.stack import STACK, Stack, free_ports_env
 from services.bff.config import ProtocolSettings
 from shared.embedded_redis import EmbeddedRedis, free_port
 
-WINDOW_S = 5.0
 BFF = ("orders_state", "launch")
 # as compose.yaml runs its Redis: a restart reloads the append-only file, it is not a flush
 REDIS_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")
 # the changes in flight at once: a tag store that does not answer holds each for the writer's
 # timeout, and the script must not pile them up
 CHANGES_IN_FLIGHT = 16
-
-
-@dataclass
-class Phase:
-    name: str
-    what: str
-    start: float = 0.0
-    end: float = 0.0
-    events: list[tuple[float, str]] = field(default_factory=list)
-    errors: str = ""
-    held: float = 0.0
-    changes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -209,6 +196,17 @@ async def start_replica(stack: Stack, name: str, env: dict[str, str]) -> None:
     await stack._spawn(service, env, 30.0)
 
 
+def routing(config: str, backend: str) -> str:
+    """A backend's balance lines in a haproxy config: what routes a user's requests."""
+    lines, inside = [], False
+    for line in config.splitlines():
+        if line and not line[0].isspace():
+            inside = line.split() == ["backend", backend]
+        elif inside and line.split()[:1] in (["balance"], ["hash-type"], ["hash-balance-factor"]):
+            lines.append(" ".join(line.split()))
+    return "; ".join(lines) or "haproxy's default (roundrobin)"
+
+
 @dataclass(frozen=True)
 class Options:
     users: int
@@ -231,6 +229,7 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
     ports = {name: free_port() for name in BFF}
     config = local_config({name: stack.urls(name) for name in BFF}, ports)
     fronts = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    print(f"routing of orders_state (the shipped file): {routing(config, 'orders_state')}")
     ramp_s = options.ramp_s
     if ramp_s is None:
         ramp_s = list_max_age_s(options.protocol) + options.wait_ms / 1000
@@ -262,7 +261,8 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
             await asyncio.sleep(delay)  # apps start at different moments
             await client.run(stop)
 
-        readings = Readings(emulator, users if options.per_order else [])
+        per_user = users if options.per_order else []
+        readings = Readings(emulator, per_user, list_max_age_s(options.protocol))
         readings.start()
         changer = Changer(session, emulator, orders, options.changes_per_order_min)
         tasks = [
@@ -372,76 +372,11 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
                 await asyncio.wait_for(asyncio.gather(changing, *tasks, return_exceptions=True), 30)
             readings.stop()
     failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
-    report(options, readings, phases, changer.changes)
+    report(options.users, options.per_order, readings, phases, changer.changes)
     if failed:
         print(
             f"\n{len(failed)} clients stopped with an error, the first: {failed[0].exception()!r}"
         )
-
-
-def report(
-    options: Options,
-    readings: Readings,
-    phases: list[Phase],
-    changes: list[tuple[float, str, str]],
-) -> None:
-    legacy_per_s, _ = legacy_rate(options.users)
-    # legacy: a document per order per period; each totw (one order in three) asks the performer
-    legacy = Counts(0, round(legacy_per_s * WINDOW_S), round(legacy_per_s * WINDOW_S / 3))
-    steady = phases[0]
-    steady_calls = readings.between(steady.start, steady.end)
-    steady_rate = steady_calls.sources / (steady.end - steady.start)
-    source_bound = 2 * steady_rate * WINDOW_S
-    print(
-        f"\nbounds per 5-s window: order sources {source_bound:.0f} (2x the steady "
-        f"{steady_rate:.1f}/s); documents {legacy.heavy}, performer {legacy.performer} (the "
-        f"legacy clients); per order 1 document, 1 performer call (legacy, iOS)"
-    )
-    verdicts: list[str] = []
-    for current in phases:
-        print(f"\nPhase {current.name}. {current.what}")
-        print(
-            f"   polls held at its start {current.held:.0f}; changes {current.changes}; "
-            f"clients: {current.errors}"
-        )
-        print("   5-s window from start   sources   documents  performer  per order (doc, perf)")
-        rounds = readings.per_order(current.start, current.end, changes)
-        for start, end, counts in readings.tiles(current.start, current.end, WINDOW_S):
-            worst = PerOrder.worst([r for r in rounds if start <= r.at < end])
-            marks = [label for at, label in current.events if start <= at < end]
-            print(
-                f"   {start - current.start:+6.1f} s{'' if end - start > 4.9 else '~'}"
-                f"{counts.sources:>16d}{'*' if counts.sources > source_bound else ' '}"
-                f"{counts.heavy:>10d}{'*' if counts.heavy > legacy.heavy else ' '}"
-                f"{counts.performer:>10d}{'*' if counts.performer > legacy.performer else ' '}"
-                f"   {worst.text}" + (f"   <- {'; '.join(marks)}" if marks else "")
-            )
-        peak = readings.sliding(current.start, current.end, WINDOW_S)
-        worst_order = PerOrder.worst(rounds)
-        lines = [
-            check("sources", peak["sources"], source_bound, current.start),
-            check("documents", peak["heavy"], legacy.heavy, current.start),
-            check("performer", peak["performer"], legacy.performer, current.start),
-        ]
-        if options.per_order:
-            met = worst_order.heavy <= 1 and worst_order.performer <= 1
-            lines.append(f"per order: {'met' if met else 'NOT MET'} ({worst_order.text})")
-        met_all = all("NOT MET" not in line for line in lines)
-        print(f"   verdict: {'goal met' if met_all else 'goal NOT MET'}")
-        for line in lines:
-            print(f"     {line}")
-        verdicts.append(f"{current.name} {'met' if met_all else 'NOT MET'}")
-    print(f"\nverdicts: {', '.join(verdicts)}")
-
-
-def check(what: str, peak: tuple[int, float], bound: float, origin: float) -> str:
-    calls, at = peak
-    over = f", {calls - bound:+.0f} over" if calls > bound else ""
-    state = "met" if calls <= bound else "NOT MET"
-    return (
-        f"{what}: {state} (worst sliding 5-s window {calls} from {at - origin:+.2f} s, "
-        f"bound {bound:.0f}{over})"
-    )
 
 
 async def run(options: Options) -> None:

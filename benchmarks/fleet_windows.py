@@ -1,7 +1,8 @@
-"""The emulator's call counters for benchmarks/fleet_load.py, read in threads of their own (the
-clients' event loop does not delay them): the totals every 250 ms, and every user's own every
-5 s (each user there has one order per service, so a user's document calls are that order's).
-Windows of any length are differences of two reads, the nearest to each end."""
+"""The windows of benchmarks/fleet_load.py and its report. The emulator's call counters are
+read in threads of their own (the clients' event loop does not delay them): the totals every
+250 ms, and every user's own every 5 s (each user there has one order per service, so a user's
+document calls are that order's). A window of any length is the difference of two reads, the
+nearest to each end."""
 
 from __future__ import annotations
 
@@ -11,17 +12,33 @@ import itertools
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, urlsplit
 
-from benchmarks.redis_loss import SERVICES
+from benchmarks.redis_loss import SERVICES, legacy_rate
 from devtools.loadtest.config import HEAVY_TARGETS, PERFORMER_TARGET
+from devtools.loadtest.measure import SOURCE_CALL_CAUSES, SourceCallCauses
 
 PERIOD_S = 0.25
+WINDOW_S = 5.0
 USERS_EVERY_S = 5.0
 # a user's counters: its taxi order's totw, its eats and grocery orders' details, the performer
 USER_TARGETS = (*HEAVY_TARGETS, PERFORMER_TARGET)
+
+
+@dataclass
+class Phase:
+    name: str
+    what: str
+    start: float = 0.0
+    end: float = 0.0
+    events: list[tuple[float, str]] = field(default_factory=list)
+    errors: str = ""
+    held: float = 0.0
+    changes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,8 +101,8 @@ class _Emulator:
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.conn: http.client.HTTPConnection | None = None
 
-    def get(self, path: str) -> dict[str, int] | None:
-        """The `calls` of /emulator/v1/stats (with a query), None if it did not answer."""
+    def get(self, path: str) -> dict[str, Any] | None:
+        """/emulator/v1/stats (with a query), None if it did not answer."""
         try:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection(self.host, self.port, timeout=2)
@@ -94,8 +111,8 @@ class _Emulator:
             body = response.read()
             if response.status != 200:
                 return None
-            calls: dict[str, int] = json.loads(body)["calls"]
-            return calls
+            stats: dict[str, Any] = json.loads(body)
+            return stats
         except (OSError, ValueError, http.client.HTTPException):
             if self.conn is not None:
                 self.conn.close()
@@ -104,10 +121,14 @@ class _Emulator:
 
 
 class Readings:
-    def __init__(self, emulator: str, users: list[str]) -> None:
+    def __init__(self, emulator: str, users: list[str], list_max_age_s: float) -> None:
         self.emulator = emulator
         self.users = users
         self.samples: list[tuple[float, Counts]] = []
+        # why each source call was made (devtools.loadtest), as counted by each total's read
+        self.causes = SourceCallCauses(list_max_age_s)
+        self.causes.counting = True
+        self.cause_counts: list[Counter[str]] = []
         # (when, user → its order counters in USER_TARGETS order)
         self.rounds: list[tuple[float, dict[str, tuple[int, ...]]]] = []
         self._stopped = threading.Event()
@@ -137,17 +158,24 @@ class Readings:
 
     def _totals(self) -> None:
         emulator = _Emulator(self.emulator)
+        previous: dict[str, Any] = {"calls": {}}
 
         def read() -> None:
+            nonlocal previous
             started = time.perf_counter()
-            calls = emulator.get("/emulator/v1/stats")
-            if calls is not None:
+            stats = emulator.get("/emulator/v1/stats")
+            if stats is not None:
+                calls = stats["calls"]
+                at = (started + time.perf_counter()) / 2
+                self.causes.read(previous, stats, at)
+                previous = stats
                 counts = Counts(
                     sum(int(calls.get(f"source:{s}", 0)) for s in SERVICES),
                     sum(int(calls.get(t, 0)) for t in HEAVY_TARGETS),
                     int(calls.get(PERFORMER_TARGET, 0)),
                 )
-                self.samples.append(((started + time.perf_counter()) / 2, counts))
+                self.cause_counts.append(Counter(self.causes.causes))
+                self.samples.append((at, counts))
 
         self._every(PERIOD_S, read)
 
@@ -162,21 +190,28 @@ class Readings:
             for user in self.users:
                 if self._stopped.is_set():
                     return
-                calls = emulator.get(f"/emulator/v1/stats?user_id={quote(user)}")
-                if calls is not None:
-                    got[user] = tuple(int(calls.get(t, 0)) for t in USER_TARGETS)
+                stats = emulator.get(f"/emulator/v1/stats?user_id={quote(user)}")
+                if stats is not None:
+                    got[user] = tuple(int(stats["calls"].get(t, 0)) for t in USER_TARGETS)
             self.rounds.append(((started + time.perf_counter()) / 2, got))
 
         self._every(USERS_EVERY_S, read)
 
     # --- windows ---------------------------------------------------------------------------
 
-    def _at(self, t: float) -> tuple[float, Counts]:
+    def _nearest(self, t: float) -> int:
         """The read nearest to `t`."""
         times = [at for at, _ in self.samples]
         index = bisect.bisect_left(times, t)
         near = [i for i in (index - 1, index) if 0 <= i < len(times)]
-        return self.samples[min(near, key=lambda i: abs(times[i] - t))]
+        return min(near, key=lambda i: abs(times[i] - t))
+
+    def _at(self, t: float) -> tuple[float, Counts]:
+        return self.samples[self._nearest(t)]
+
+    def causes_between(self, start: float, end: float) -> Counter[str]:
+        """Why the source calls from `start` to `end` were made."""
+        return self.cause_counts[self._nearest(end)] - self.cause_counts[self._nearest(start)]
 
     def between(self, start: float, end: float) -> Counts:
         return self._at(end)[1] - self._at(start)[1]
@@ -241,3 +276,81 @@ class Readings:
                 PerOrder(at, heavy, heavy_order, performer, performer_order, over, over_changed)
             )
         return found
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def report(
+    users: int,
+    per_order: bool,
+    readings: Readings,
+    phases: list[Phase],
+    changes: list[tuple[float, str, str]],
+) -> None:
+    legacy_per_s, _ = legacy_rate(users)
+    # legacy: a document per order per period; each totw (one order in three) asks the performer
+    legacy = Counts(0, round(legacy_per_s * WINDOW_S), round(legacy_per_s * WINDOW_S / 3))
+    steady = phases[0]
+    steady_calls = readings.between(steady.start, steady.end)
+    steady_rate = steady_calls.sources / (steady.end - steady.start)
+    source_bound = 2 * steady_rate * WINDOW_S
+    print(
+        f"\nbounds per 5-s window: order sources {source_bound:.0f} (2x the steady "
+        f"{steady_rate:.1f}/s); documents {legacy.heavy}, performer {legacy.performer} (the "
+        f"legacy clients); per order 1 document, 1 performer call (legacy, iOS)"
+    )
+    verdicts: list[str] = []
+    for current in phases:
+        print(f"\nPhase {current.name}. {current.what}")
+        print(
+            f"   polls held at its start {current.held:.0f}; changes {current.changes}; "
+            f"clients: {current.errors}"
+        )
+        print("   5-s window from start   sources   documents  performer  per order (doc, perf)")
+        rounds = readings.per_order(current.start, current.end, changes)
+        for start, end, counts in readings.tiles(current.start, current.end, WINDOW_S):
+            worst = PerOrder.worst([r for r in rounds if start <= r.at < end])
+            marks = [label for at, label in current.events if start <= at < end]
+            print(
+                f"   {start - current.start:+6.1f} s{'' if end - start > 4.9 else '~'}"
+                f"{counts.sources:>16d}{'*' if counts.sources > source_bound else ' '}"
+                f"{counts.heavy:>10d}{'*' if counts.heavy > legacy.heavy else ' '}"
+                f"{counts.performer:>10d}{'*' if counts.performer > legacy.performer else ' '}"
+                f"   {worst.text}" + (f"   <- {'; '.join(marks)}" if marks else "")
+            )
+            if counts.sources > source_bound:
+                print(f"{'':11s}sources by cause: {causes(readings.causes_between(start, end))}")
+        every = causes(readings.causes_between(current.start, current.end))
+        print(f"   the phase's source calls by cause: {every}")
+        peak = readings.sliding(current.start, current.end, WINDOW_S)
+        worst_order = PerOrder.worst(rounds)
+        lines = [
+            check("sources", peak["sources"], source_bound, current.start),
+            check("documents", peak["heavy"], legacy.heavy, current.start),
+            check("performer", peak["performer"], legacy.performer, current.start),
+        ]
+        if per_order:
+            met = worst_order.heavy <= 1 and worst_order.performer <= 1
+            lines.append(f"per order: {'met' if met else 'NOT MET'} ({worst_order.text})")
+        met_all = all("NOT MET" not in line for line in lines)
+        print(f"   verdict: {'goal met' if met_all else 'goal NOT MET'}")
+        for line in lines:
+            print(f"     {line}")
+        verdicts.append(f"{current.name} {'met' if met_all else 'NOT MET'}")
+    print(f"\nverdicts: {', '.join(verdicts)}")
+
+
+def causes(counts: Counter[str]) -> str:
+    """Source calls by why they were made (devtools.loadtest.measure.SourceCallCauses)."""
+    return ", ".join(f"{c} {counts[c]}" for c in SOURCE_CALL_CAUSES if counts[c]) or "none"
+
+
+def check(what: str, peak: tuple[int, float], bound: float, origin: float) -> str:
+    calls, at = peak
+    over = f", {calls - bound:+.0f} over" if calls > bound else ""
+    state = "met" if calls <= bound else "NOT MET"
+    return (
+        f"{what}: {state} (worst sliding 5-s window {calls} from {at - origin:+.2f} s, "
+        f"bound {bound:.0f}{over})"
+    )
