@@ -89,7 +89,7 @@ def _find(request: web.Request, service: str, orderid: str, user_id: str) -> Ord
 # the list tag a source names for data whose own tag it does not know (the user had no list
 # yet, or the bump after that version has not landed or failed): no list has it, so the BFF
 # takes the answer for what it is, lagging, and keeps it for no later poll. A source with
-# list tags names one in every answer (SPEC: List tags)
+# list tags names one in every answer (docs/protocol.md: List tags)
 UNKNOWN_LIST_TAG = "unknown-list-version"
 
 

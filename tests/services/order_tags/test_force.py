@@ -1,4 +1,4 @@
-"""The force budget in order_tags, against a real Redis (SPEC: Tags and need_request, rule 5):
+"""The force budget in order_tags, against a real Redis (docs/protocol.md: Tags and need_request):
 honoured a bounded number of times per order and user in a minute, counted only on an order
 whose tags name the forcing user its owner; a force on an order that does not exist, or is
 another user's, is not honoured and writes nothing."""
