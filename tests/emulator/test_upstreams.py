@@ -217,9 +217,9 @@ async def test_totw_refuses_a_position_of_another_shape_than_the_design_notes(
 
 
 async def test_every_answer_of_an_order_source_names_a_list_tag(emulator: TestClient, unique: str):
-    """docs/protocol.md, List tags: a source with list tags names the list tag of the data it serves in
-    every answer. The primary serves the tag it was asked for; a replica that has no tag for
-    its data (here: the user had no list yet a minute ago) names one no list has."""
+    """docs/protocol.md, List tags: a source with list tags names the list tag of the data it
+    serves in every answer. The primary serves the tag it was asked for; a replica that has no
+    tag for its data (here: the user had no list yet a minute ago) names one no list has."""
     await create_order(emulator, unique)
 
     async def served(body: dict[str, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""A replica that names no list tag hides no order (docs/protocol.md: List tags; issue 47 item 7). Its
+"""A replica that names no list tag hides no order (docs/protocol.md: List tags; issue 47). Its
 answer is used for the poll that asked alone and never kept: a lagging replica with no tag for
 what it serves (the user's first list of the service, or a version whose bump was lost) used
 to be kept by a poll that did not know the just-created order (the device's held poll, woken
