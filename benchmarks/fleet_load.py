@@ -271,6 +271,7 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
         ]
         changing = asyncio.create_task(changer.run(stop))
         phases: list[Phase] = []
+        failure = ""
 
         async def phase(
             name: str, what: str, fault: Callable[[Phase], Awaitable[None]], after_s: float
@@ -366,13 +367,20 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
                 options.after_s,
             )
             await phase("6", "Redis flushed (FLUSHALL)", flushed, options.after_flush_s)
+        except Exception as exc:
+            # the phases measured so far are reported; the one that failed is not
+            failure = f"phase {phases[-1].name if phases else '-'} failed: {exc!r}"
         finally:
             stop.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(changing, *tasks, return_exceptions=True), 30)
             readings.stop()
     failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
-    report(options.users, options.per_order, readings, phases, changer.changes)
+    done = [p for p in phases if p.end]
+    if done:
+        report(options.users, options.per_order, readings, done, changer.changes)
+    if failure:
+        print(f"\n{failure}")
     if failed:
         print(
             f"\n{len(failed)} clients stopped with an error, the first: {failed[0].exception()!r}"
