@@ -183,7 +183,7 @@ class MlutpClient:
     async def _poll(
         self, replicas: Replicas, path: str, body: dict[str, Any], extra_timeout_s: float = 0
     ) -> dict[str, Any] | None:
-        """A poll (revalidated by its ETag): its answer, and from it when to poll next."""
+        """A poll (revalidated by its answer_tag): its answer, and from it when to poll next."""
         reply = await self.transport.post(
             replicas, path, body, extra_timeout_s=extra_timeout_s, revalidate=path
         )

@@ -151,9 +151,9 @@ class Transport:
         self.headers = {"X-Yandex-UID": user_id, "User-Agent": user_agent}
         self.timeout_s = timeout_s
         self.stats = stats
-        # per kind of request revalidated: the last answer's ETag and body (HTTP's
-        # conditional request: the server answers 304 when the body would be the same)
-        self._validated: dict[str, tuple[str, dict[str, Any]]] = {}
+        # per kind of request revalidated: the last answer's answer_tag and body (the server
+        # answers 204 No Content when the answer to the next such request would be the same)
+        self._held: dict[str, tuple[str, dict[str, Any]]] = {}
 
     async def post(
         self,
@@ -166,27 +166,24 @@ class Transport:
     ) -> Reply:
         """POST to the next replica; one that refused is passed over and the request sent at
         once to another (every request here is a read, so asking again is safe). With
-        `revalidate` (a kind of request), the last such answer's ETag goes in If-None-Match,
-        and a 304 comes back as that answer again."""
-        held = self._validated.get(revalidate) if revalidate else None
-        headers = {"If-None-Match": held[0]} if held else {}
+        `revalidate` (a kind of request), the last such answer's `answer_tag` goes in the
+        body, and a 204 comes back as that answer again: the client keeps what it has."""
+        held = self._held.get(revalidate) if revalidate else None
+        if held:
+            body = {**body, "answer_tag": held[0]}
         url = replicas.pick()
-        reply = await self.call(
-            f"{url}{path}", body, extra_timeout_s=extra_timeout_s, headers=headers
-        )
+        reply = await self.call(f"{url}{path}", body, extra_timeout_s=extra_timeout_s)
         if reply.refused and len(replicas) > 1:
             replicas.failed(url)
             reply = await self.call(
-                f"{replicas.pick(avoid=url)}{path}",
-                body,
-                extra_timeout_s=extra_timeout_s,
-                headers=headers,
+                f"{replicas.pick(avoid=url)}{path}", body, extra_timeout_s=extra_timeout_s
             )
         if revalidate:
-            if reply.status == 304 and held:
+            tag = reply.ok.get("answer_tag") if reply.ok is not None else None
+            if reply.status == 204 and held:
                 reply = dataclasses.replace(reply, status=200, body=held[1])
-            elif reply.ok is not None and "ETag" in reply.headers:
-                self._validated[revalidate] = (reply.headers["ETag"], reply.ok)
+            elif reply.ok is not None and isinstance(tag, str):
+                self._held[revalidate] = (tag, reply.ok)
         if reply.status and reply.ok is None:
             # an answer that is no answer: a 4xx/5xx, or a 200 that is not a JSON object
             self.stats.errors += 1
@@ -199,7 +196,6 @@ class Transport:
         body: dict[str, Any],
         *,
         extra_timeout_s: float = 0,
-        headers: dict[str, str] | None = None,
     ) -> Reply:
         """One POST; only no answer at all counts as an error here (a feature's 409 is an
         answer)."""
@@ -211,7 +207,7 @@ class Transport:
             async with self.session.post(
                 url,
                 data=sent,
-                headers={**self.headers, "Content-Type": "application/json", **(headers or {})},
+                headers={**self.headers, "Content-Type": "application/json"},
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s),
             ) as response:
                 payload = await response.read()

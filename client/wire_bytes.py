@@ -8,7 +8,7 @@ The app gzips a request body at the same level when that makes the request small
 `Content-Encoding` line counted (a small part request is cheaper sent as it is). A header
 block is counted as HTTP/1.1
 text: the request or status line and every header line as the sender wrote it, with the
-empty line that ends it; so a 304, which has no body, costs its headers.
+empty line that ends it; so a 204, which has no body, costs its headers.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import msgspec
 
 from shared.protocol.allowed_changes import AllowedChange
+from shared.protocol.answer_tag import MAX_ANSWER_TAG_LENGTH
 from shared.protocol.waiting import MAX_WAIT_MS
 from shared.wire import ClientTagText, OrderId, PartData, PartName, ServiceName
 
@@ -47,6 +48,8 @@ class StateRequest(msgspec.Struct):
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_WAIT_MS)] = 0
     # the policy version of each service whose policy the client holds (Policy changes)
     policy_versions: HeldVersions = {}
+    # the answer_tag of the answer the client holds: the same answer now is a 204, no body
+    answer_tag: Annotated[str, msgspec.Meta(max_length=MAX_ANSWER_TAG_LENGTH)] | None = None
 
 
 class LaunchRequest(msgspec.Struct):
@@ -64,12 +67,15 @@ class LaunchRequest(msgspec.Struct):
     policy_versions: HeldVersions = {}
 
 
-class StateResponse(msgspec.Struct):
+class StateResponse(msgspec.Struct, omit_defaults=True):
     # each an encoded `shared.answer.AnsweredOrder` (its brief or echo fields among its own)
     orders: list[msgspec.Raw]
     allowed_changes: list[AllowedChange]
     # service → the policy version the client is to hold (docs/protocol.md: Policy changes)
     policy_versions: dict[str, str]
+    # a digest of the answer encoded without it (shared.protocol.answer_tag), so empty only
+    # while it is being digested; every 200 carries it
+    answer_tag: str = ""
 
 
 class LaunchState(msgspec.Struct):

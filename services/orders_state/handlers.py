@@ -17,7 +17,7 @@ from services.orders_state.waiting.setup import WAITING
 from shared import wire
 from shared.answer import encode_orders
 from shared.policy import PartEndpoint
-from shared.protocol.etag import body_etag, not_modified
+from shared.protocol.answer_tag import answer_tag, nothing_new
 from shared.protocol.policy_versions import versions_to_tell
 from shared.upstream_wire import RouteRequest
 from shared.web import JSON_CONTENT_TYPE, json_response, read_json
@@ -42,23 +42,21 @@ async def orders_state(request: web.Request) -> web.Response:
         body.wait_ms,
     )
     answer = await request.app[WAITING].answer(poll)
-    payload = wire.encode(
-        StateResponse(
-            encode_orders(answer.result.orders),
-            answer.result.allowed_changes,
-            # only what the client must change of what it named: not every poll's bytes
-            versions_to_tell(answer.result.policy_versions, body.policy_versions),
-        )
+    state = StateResponse(
+        encode_orders(answer.result.orders),
+        answer.result.allowed_changes,
+        # only what the client must change of what it named: not every poll's bytes
+        versions_to_tell(answer.result.policy_versions, body.policy_versions),
     )
-    etag = body_etag(payload)
-    headers = {INTERVAL_HEADER: str(answer.result.interval_ms), "ETag": etag}
+    state.answer_tag = answer_tag(wire.encode(state))
+    headers = {INTERVAL_HEADER: str(answer.result.interval_ms)}
     if answer.cause is not None:
         headers[wire.WAIT_HEADER] = answer.cause.value
-    # several If-None-Match field lines are one list (RFC 9110 §5.3), as a proxy may split it
-    if not_modified(", ".join(request.headers.getall("If-None-Match", ())), etag):
-        # the client holds this answer: the interval (never cached) is all it needs
-        return web.Response(status=304, headers=headers)
-    return web.Response(body=payload, content_type=JSON_CONTENT_TYPE, headers=headers)
+    if nothing_new(body.answer_tag, state.answer_tag):
+        # the client holds this answer: the interval (never cached) is all it needs. A 204,
+        # not a 304: this is a POST, and a 2xx passes every stock client's success check
+        return web.Response(status=204, headers=headers)
+    return web.Response(body=wire.encode(state), content_type=JSON_CONTENT_TYPE, headers=headers)
 
 
 def part_handler(endpoint: PartEndpoint) -> Handler:

@@ -1,47 +1,35 @@
-"""ETag and 304 of orders/state (docs/protocol.md: Polling orders): an answer's ETag is a
-hash of its body, and a poll that names it in If-None-Match gets 304 Not Modified, with no
-body. Pure, no I/O."""
+"""`answer_tag` of orders/state (docs/protocol.md: Polling orders): every 200 carries a digest
+of the rest of its answer; a poll that sends back the tag of the answer it holds, and whose
+answer would be the same, gets `204 No Content` instead of the body. orders/state is a POST,
+so this is no HTTP conditional request: no ETag, no 304 (RFC 9110 §13.1.2 gives a non-GET a
+412 there, and stock clients take a 304 for an error). Pure, no I/O."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import re
 
-# one member of If-None-Match's list (RFC 9110 §8.8.3, §5.6.1): an optional entity-tag, its
-# surrounding whitespace, then a comma or the end; group 1 is the opaque-tag, weakness dropped
-_MEMBER = re.compile(r'[ \t]*(?:(?:W/)?("[\x21\x23-\x7e\x80-\xff]*"))?[ \t]*(?:,|\Z)')
-
-
-def body_etag(body: bytes) -> str:
-    """A strong validator of the answer's body: 64 bits of BLAKE2b, quoted. A client holds
-    one answer's ETag and compares it with the next answer's, so two bodies of its own are
-    confused 1 time in 2**64; more bits would be paid twice on every poll (the ETag and
-    If-None-Match cross a mobile network each time, a 304 included)."""
-    return f'"{hashlib.blake2b(body, digest_size=8).hexdigest()}"'
+# what the digest's 8 bytes are in unpadded base64url: a request naming a longer tag names
+# none the server gave (the request type refuses one past MAX_ANSWER_TAG_LENGTH)
+ANSWER_TAG_LENGTH = 11
+# room for a longer digest later without a client change; a bound all the same, since a
+# request field is read before anything else is known of it
+MAX_ANSWER_TAG_LENGTH = 64
 
 
-def opaque_tags(field_value: str) -> list[str] | None:
-    """The opaque-tags an If-None-Match value lists (`W/` dropped: weak comparison looks
-    at the opaque-tags only), or None when it is no list of entity-tags (`*` among them)."""
-    tags: list[str] = []
-    at = 0
-    while at < len(field_value):
-        member = _MEMBER.match(field_value, at)
-        if member is None or member.end() == at:
-            return None
-        if member.group(1) is not None:
-            tags.append(member.group(1))
-        at = member.end()
-    return tags
+def answer_tag(answer: bytes) -> str:
+    """A digest of an answer's encoded body (its answer_tag left out): 64 bits of BLAKE2b in
+    unpadded base64url. A client holds one answer's tag and compares it with the next
+    answer's, so two answers of its own are confused 1 time in 2**64; more bits would be paid
+    twice on every poll (in the answer, then in the next request, over a mobile network).
+    URL-safe, so a client may keep it wherever it keeps strings, and needs no escaping in
+    JSON."""
+    digest = hashlib.blake2b(answer, digest_size=8).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def not_modified(if_none_match: str | None, etag: str) -> bool:
-    """The client holds this answer already: an entity-tag `If-None-Match` lists matches
-    `etag` by weak comparison, as RFC 9110 says; a gateway that compresses the answer hands
-    the client `W/"…"`, which must still match.
-
-    `*` never matches: it asks for any current representation, and a poll has none (each
-    answer is computed for the poll). A value that is not a list of entity-tags is ignored,
-    as if not sent: the answer in full is never wrong."""
-    listed = opaque_tags(if_none_match or "")
-    return listed is not None and etag.removeprefix("W/") in listed
+def nothing_new(held: str | None, current: str) -> bool:
+    """The client holds this very answer: the tag it sent is the current answer's. No tag
+    sent, or another one (an older answer's, or one this server never gave), is answered in
+    full: the answer in full is never wrong."""
+    return held is not None and held == current

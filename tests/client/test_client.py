@@ -483,19 +483,24 @@ def test_replicas_are_taken_in_turn_and_one_that_refused_is_passed_over_for_a_wh
     assert single.pick() == "http://only"
 
 
-async def test_a_poll_with_nothing_new_is_answered_304_and_costs_no_body(
+async def test_a_poll_with_nothing_new_is_answered_204_and_the_client_keeps_what_it_has(
     make_client: Callable[[str], MlutpClient], emulator: TestClient, unique: str
 ):
     await create_order_id(emulator, unique, status="driving")
     client = make_client(unique)
     await client.launch()
-    await client.cycle()  # the whole answer, its ETag kept
+    await client.cycle()  # the whole answer, its answer_tag kept
     received, errors = client.stats.bytes_received, client.stats.errors
-    await client.cycle()  # sent with If-None-Match: the same answer is a 304
+    await client.cycle()  # sent with its answer_tag: the same answer is a 204
+    assert client.stats.exchanges["/mlutp/v1/orders/state 204"] == 1
     assert client.stats.bytes_received == received
     assert client.stats.errors == errors
     [view] = client.view()
     assert view.status == "driving" and view.update_status == "actual"
+    # the held answer is still the one sent back: nothing new again is a 204 again
+    await client.cycle()
+    assert client.stats.exchanges["/mlutp/v1/orders/state 204"] == 2
+    assert client.stats.exchanges["/mlutp/v1/orders/state 200"] == 1
 
 
 async def test_after_an_expired_part_the_next_poll_waits_the_interval_not_at_once(

@@ -1,6 +1,6 @@
 """How `mlutp loadtest` counts bytes (docs/protocol.md: For app developers, gzip behind a
 gateway): as they cross a mobile network behind a gzipping gateway, bodies gzipped on both
-sides, response headers included and a 304's headers too; the uncompressed figure beside."""
+sides, response headers included and a 204's headers too; the uncompressed figure beside."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from client.wire_bytes import (
 from devtools.loadtest.config import PhaseResult
 from devtools.loadtest.report import ratios, summary_table
 
-ETAG = '"v1"'
+ANSWER_TAG = "v1"
 # a legacy-sized document: the same keys order after order, as a totw document repeats them
 BIG_DOCUMENT = json.dumps(
     {
@@ -39,16 +39,19 @@ BIG_DOCUMENT = json.dumps(
                 "route": [[37.6 + n / 1000, 55.7 + n / 1000] for _ in range(8)],
             }
             for n in range(30)
-        ]
+        ],
+        "answer_tag": ANSWER_TAG,
     }
 ).encode()
 
 
 async def _state(request: web.Request) -> web.Response:
-    await request.read()
-    headers = {"ETag": ETAG, "X-Polling-Interval-Ms": "10000"}
-    if request.headers.get("If-None-Match") == ETAG:
-        return web.Response(status=304, headers=headers)
+    """orders/state's exchange: the answer with its answer_tag, or a 204 when the request
+    names that tag."""
+    sent = json.loads(await request.read())
+    headers = {"X-Polling-Interval-Ms": "10000"}
+    if sent.get("answer_tag") == ANSWER_TAG:
+        return web.Response(status=204, headers=headers)
     return web.Response(body=BIG_DOCUMENT, content_type="application/json", headers=headers)
 
 
@@ -65,13 +68,13 @@ async def server() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def _header_block_on_the_socket(url: str, request_headers: dict[str, str]) -> bytes:
+async def _header_block_on_the_socket(url: str, body: bytes = b"{}") -> bytes:
     """The header block the server writes, read off a socket of our own."""
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    lines = "".join(f"{name}: {value}\r\n" for name, value in request_headers.items())
     writer.write(
-        f"POST /state HTTP/1.1\r\nHost: {host}\r\n{lines}Content-Length: 2\r\n\r\n{{}}".encode()
+        f"POST /state HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
     )
     block = await reader.readuntil(b"\r\n\r\n")
     writer.close()
@@ -79,25 +82,27 @@ async def _header_block_on_the_socket(url: str, request_headers: dict[str, str])
     return block
 
 
-async def test_a_304_costs_its_headers_as_the_server_wrote_them(server: str) -> None:
+async def test_a_204_costs_its_headers_as_the_server_wrote_them(server: str) -> None:
     stats = ClientStats()
     async with aiohttp.ClientSession() as session:
         transport = Transport(session, user_id="u1", user_agent="app/1", timeout_s=5, stats=stats)
         await transport.post(Replicas(server), "/state", {}, revalidate="state")
         first = Counter(stats.wire)
         reply = await transport.post(Replicas(server), "/state", {}, revalidate="state")
-    assert reply.status == 200  # the 304, handed to the caller as the answer it holds
-    not_modified = stats.wire - first
-    assert not_modified["response_body"] == 0
-    assert not_modified["response_body_gzip"] == 0
-    written = await _header_block_on_the_socket(server, {"If-None-Match": ETAG})
-    assert written.startswith(b"HTTP/1.1 304 Not Modified\r\n")
+    assert reply.status == 200  # the 204, handed to the caller as the answer it holds
+    assert reply.body is not None and reply.body["answer_tag"] == ANSWER_TAG
+    nothing_new = stats.wire - first
+    assert nothing_new["response_body"] == 0
+    assert nothing_new["response_body_gzip"] == 0
+    sent = json.dumps({"answer_tag": ANSWER_TAG}).encode()
+    written = await _header_block_on_the_socket(server, sent)
+    assert written.startswith(b"HTTP/1.1 204 No Content\r\n")
     # the same header lines (the Date a second apart at most is as long)
-    assert not_modified["response_headers"] == len(written)
-    assert stats.wire_by_exchange["/state 304"] > not_modified["response_headers"]
-    # the request's headers and body are counted too
-    assert not_modified["request_headers"] > len("POST /state HTTP/1.1\r\n\r\n")
-    assert not_modified["request_body"] == len(b"{}")
+    assert nothing_new["response_headers"] == len(written)
+    assert stats.wire_by_exchange["/state 204"] > nothing_new["response_headers"]
+    # the request's headers and body, the tag it holds in it, are counted too
+    assert nothing_new["request_headers"] > len("POST /state HTTP/1.1\r\n\r\n")
+    assert nothing_new["request_body"] == len(sent)
 
 
 async def test_a_big_document_costs_less_gzipped_and_its_headers_say_so(server: str) -> None:
@@ -109,7 +114,7 @@ async def test_a_big_document_costs_less_gzipped_and_its_headers_say_so(server: 
     assert totals["response_body"] == len(BIG_DOCUMENT)
     assert totals["response_body_gzip"] == len(gzip.compress(BIG_DOCUMENT, GZIP_LEVEL, mtime=0))
     assert totals["gzip"] < totals["raw"] / 3
-    written = await _header_block_on_the_socket(server, {})
+    written = await _header_block_on_the_socket(server)
     # the gateway that gzipped the body said so in a header line of its own
     assert totals["response_headers"] == len(written) + CONTENT_ENCODING_LINE
     assert totals["gzip_headers"] == (
@@ -133,8 +138,8 @@ def test_a_body_too_short_to_gzip_crosses_as_it_is() -> None:
     assert gzipped_size(b"{}") == 2
     short = WireBytes.of("HTTP/1.1 200 OK", [("Content-Length", "2")], b"{}")
     assert short == WireBytes(2, 2, header_block_size("HTTP/1.1 200 OK", [("Content-Length", "2")]))
-    assert header_block_size("HTTP/1.1 200 OK", [("ETag", '"x"')]) == len(
-        b'HTTP/1.1 200 OK\r\nETag: "x"\r\n\r\n'
+    assert header_block_size("HTTP/1.1 200 OK", [("X-Mlutp-Wait", "news")]) == len(
+        b"HTTP/1.1 200 OK\r\nX-Mlutp-Wait: news\r\n\r\n"
     )
 
 

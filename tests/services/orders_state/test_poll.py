@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from services.bff.resources import ENGINE
 from services.bff.wire import MAX_SUPPORTED_SERVICES
-from shared.protocol.etag import body_etag
+from shared.protocol.answer_tag import MAX_ANSWER_TAG_LENGTH, answer_tag
 from shared.redis import tags_key
 from tests.emulator_api import advance, change, create_order_id, stats
 from tests.helpers import (
@@ -328,75 +329,98 @@ async def test_the_interval_is_the_minimum_over_the_orders(
     assert interval == 5000
 
 
-async def test_an_answer_the_client_holds_is_a_304_with_the_interval_and_no_body(
+async def test_an_answer_the_client_holds_is_a_204_with_the_interval_and_no_body(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     orderid = await create_order_id(emulator, unique, status="driving")
     body = {"supported_services": ["taxi"]}
     headers = {"X-Yandex-UID": unique}
     first = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
-    etag = first.headers["ETag"]
+    answered = await first.json()
+    held = answered["answer_tag"]
+    # a digest of the rest of the answer: short, URL-safe
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", held)
     again = await orders_state.post(
-        "/mlutp/v1/orders/state", json=body, headers={**headers, "If-None-Match": etag}
+        "/mlutp/v1/orders/state", json={**body, "answer_tag": held}, headers=headers
     )
-    assert again.status == 304 and await again.read() == b""
-    assert again.headers["ETag"] == etag
+    assert again.status == 204 and await again.read() == b""
     assert int(again.headers["X-Yataxi-Polling-Interval-Ms"]) > 0
-    # the order moves on: the answer differs, and comes whole
+    # the order moves on: the answer differs, and comes whole with a tag of its own
     await advance(emulator, "taxi", orderid)
     moved = await orders_state.post(
-        "/mlutp/v1/orders/state", json=body, headers={**headers, "If-None-Match": etag}
+        "/mlutp/v1/orders/state", json={**body, "answer_tag": held}, headers=headers
     )
-    assert moved.status == 200 and moved.headers["ETag"] != etag
-    assert (await moved.json())["orders"][0]["status"] == "waiting"
+    assert moved.status == 200
+    news = await moved.json()
+    assert news["orders"][0]["status"] == "waiting" and news["answer_tag"] != held
 
 
-async def test_if_none_match_star_is_ignored_an_answer_with_news_comes_whole(
+async def test_no_etag_and_no_304_whatever_if_none_match_says(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
-    # a poll has no "any current representation": `*` must not hide a new order
-    orderid = await create_order_id(emulator, unique, status="driving")
-    headers = {"X-Yandex-UID": unique, "If-None-Match": "*"}
+    """orders/state is a POST: RFC 9110 gives a false If-None-Match on it a 412, never a 304,
+    and stock clients take a 304 for an error. The body's answer_tag alone decides."""
+    await create_order_id(emulator, unique, status="driving")
     body = {"supported_services": ["taxi"]}
-    answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
-    assert answer.status == 200 and answer.headers["ETag"]
-    [order] = (await answer.json())["orders"]
-    assert order["orderid"] == orderid and order["need_request"]
+    headers = {"X-Yandex-UID": unique}
+    first = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+    assert first.status == 200 and "ETag" not in first.headers
+    held = (await first.json())["answer_tag"]
+    for if_none_match in (held, f'"{held}"', f'W/"{held}"', "*"):
+        named = {**headers, "If-None-Match": if_none_match}
+        without_tag = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=named)
+        assert without_tag.status == 200 and "ETag" not in without_tag.headers
+        assert (await without_tag.json())["answer_tag"] == held
+        with_tag = await orders_state.post(
+            "/mlutp/v1/orders/state", json={**body, "answer_tag": held}, headers=named
+        )
+        assert with_tag.status == 204 and "ETag" not in with_tag.headers
 
 
-async def test_the_etag_is_compared_weakly_and_may_be_one_of_a_list(
+async def test_a_waiting_poll_with_nothing_new_is_a_204_that_says_why_it_ended(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     await create_order_id(emulator, unique, status="driving")
-    body = {"supported_services": ["taxi"]}
-
-    async def status_with(*if_none_match: str) -> int:
-        headers = [("X-Yandex-UID", unique), *(("If-None-Match", v) for v in if_none_match)]
-        answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
-        return answer.status
-
-    first = await orders_state.post(
-        "/mlutp/v1/orders/state", json=body, headers={"X-Yandex-UID": unique}
+    body = {"supported_services": ["taxi"], "wait_ms": 1}
+    headers = {"X-Yandex-UID": unique}
+    first = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+    held = (await first.json())["answer_tag"]
+    again = await orders_state.post(
+        "/mlutp/v1/orders/state", json={**body, "answer_tag": held}, headers=headers
     )
-    etag = first.headers["ETag"]
-    # the W/ form a compressing gateway hands the client back
-    assert await status_with(f"W/{etag}") == 304
-    assert await status_with(f'"a", W/"b", {etag}') == 304
-    assert await status_with('"a", W/"b"') == 200
-    # the list split over two field lines is still one list
-    assert await status_with('"a"', f"W/{etag}") == 304
+    assert again.status == 204 and await again.read() == b""
+    assert again.headers["X-Mlutp-Wait"] and again.headers["X-Yataxi-Polling-Interval-Ms"]
 
 
-async def test_launch_answers_are_never_304(launch: TestClient, unique: str):
+async def test_an_answer_tag_past_its_bound_is_a_400_naming_it(
+    orders_state: TestClient, unique: str
+):
+    body = {"supported_services": ["taxi"], "answer_tag": "a" * (MAX_ANSWER_TAG_LENGTH + 1)}
+    headers = {"X-Yandex-UID": unique}
+    answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+    assert answer.status == 400
+    error = await answer.json()
+    assert error["code"] == "invalid_request" and "answer_tag" in error["message"]
+    for not_a_string in (1, ["x"], {"x": 1}):
+        body["answer_tag"] = not_a_string
+        answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+        assert answer.status == 400 and "answer_tag" in (await answer.json())["message"]
+    # a tag of the bound's length, which no answer had: answered in full
+    body["answer_tag"] = "a" * MAX_ANSWER_TAG_LENGTH
+    answer = await orders_state.post("/mlutp/v1/orders/state", json=body, headers=headers)
+    assert answer.status == 200 and (await answer.json())["answer_tag"]
+
+
+async def test_launch_answers_always_carry_their_body_and_no_etag(launch: TestClient, unique: str):
     body = {"supported_services": ["taxi"]}
     headers = {"X-Yandex-UID": unique}
     first = await launch.post("/4.0/launch", json=body, headers=headers)
     assert first.status == 200 and "ETag" not in first.headers
-    # even naming its own answer's body, the way orders/state's ETag would
-    held = body_etag(await first.read())
-    for if_none_match in (held, f"W/{held}", "*"):
-        again = await launch.post(
-            "/4.0/launch", json=body, headers={**headers, "If-None-Match": if_none_match}
-        )
+    launched = await first.json()
+    assert "answer_tag" not in launched["mlutp_orders_state"]
+    # even naming its own answer's digest, in the body or in If-None-Match
+    held = answer_tag(await first.read())
+    for asked, extra in (({**body, "answer_tag": held}, {}), (body, {"If-None-Match": held})):
+        again = await launch.post("/4.0/launch", json=asked, headers={**headers, **extra})
         assert again.status == 200 and "ETag" not in again.headers
         assert (await again.json())["mlutp_orders_state"]
