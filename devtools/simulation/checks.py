@@ -30,11 +30,17 @@ Look by look:
   unless a message on one of its channels was lost since that look (a lost wake-up: the
   next full look, within 0.75 × list_max_age, sees it).
 
+Client by client, as it goes:
+- `backwards`: no actual answer takes an order back in its lifecycle from a status its client
+  was already answered actual (nor, per answer, below the version its client echoed).
+
 Client by client, after the run:
-- `fresh`: a status change whose list tag was written is seen within one interval (one wait
-  for a waiting client) of the write; its part (the data version) within the min TTL and one
-  interval; a finished order is gone from the client within one interval of its bump, or
-  `list_max_age` and one interval without it. When the tag store was unavailable or emptied
+- `fresh`: a status change is seen within one interval (one wait for a waiting client) of its
+  list tag's write, counted no later than the writers' bound (at once; with the store refusing
+  writes, its return and the writers' backoff cap; a dead writer's return): a write lost or
+  late leaves the change hidden, and is found; its part (the data version) within the min
+  TTL and one interval; a finished order is gone from the client within one interval of its
+  bump, or `list_max_age` and one interval without it. When the tag store was unavailable or emptied
   meanwhile: within the degraded TTL and one (degraded) interval after it is back; when the
   order's source or part upstream failed: that long after it is back; with the watch cache on
   (Options.watch_cache) and its wake-up lost: within 0.75 × list_max_age (the cache's full
@@ -43,7 +49,8 @@ Client by client, after the run:
 Window by window (every 5 s, and anchored at each fault's start and end):
 - `load`: order-source calls and heavy part calls stay at or below what the same clients
   would cause polling the legacy way, plus what the contract pays for explicitly (see
-  `Loads`, devtools/simulation/loads.py). A misbehaving client's own calls are its own: not counted.
+  `Loads`, devtools/simulation/loads.py), for the fleet: all replicas together, whatever
+  their number. A misbehaving client's own calls are its own: not counted.
 
 After the run:
 - `kept_ages`: answers kept in the same second do not all expire in the same second

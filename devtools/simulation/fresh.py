@@ -55,6 +55,9 @@ class FreshChecks(CheckerBase):
         index = bisect.bisect_right(records, t, key=lambda r: r[0]) - 1
         return key in records[index][1] if index >= 0 else None
 
+    # client → when it sent each poll that was answered (filled after the run, by _looked_by)
+    _answered_polls: dict[str, set[float]]
+
     def _looked_by(self, client: str, base: float) -> float | None:
         """When, at the latest, `client` has a poll that looked after `base`, by what the
         server told it: each answer says how soon the next poll looks (plain: within its
@@ -70,6 +73,17 @@ class FreshChecks(CheckerBase):
             if sent >= base:
                 break
             bound = max(bound, answered + promise)
+        # a held poll out at `base` that the client gave up (an order made on the device) has
+        # no answer to promise anything: the client looks with the poll it sends instead
+        polls = self.polls.get(client, [])
+        out = bisect.bisect_left(polls, base) - 1
+        if out >= 0 and polls[out] > records[first][2]:
+            answered_polls = self._answered_polls.get(client)
+            if answered_polls is None:
+                answered_polls = self._answered_polls[client] = {sent for *_, sent in records}
+            if polls[out] not in answered_polls:
+                following = polls[out + 1] if out + 1 < len(polls) else float("inf")
+                bound = max(bound, following)
         return bound
 
     def _longest(self, client: str, start: float, end: float) -> float:
@@ -144,6 +158,7 @@ class FreshChecks(CheckerBase):
         return landed if landed is not None and landed <= due else due
 
     def _fresh(self, end_t: float) -> None:
+        self._answered_polls = {}
         protocol = [c for c in self.clients.values() if not c.misbehaving]
         for change in self.world.status_changes:
             order = self.world.orders[change.key]

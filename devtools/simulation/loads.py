@@ -18,6 +18,7 @@ from devtools.simulation.bounds import (
 )
 from devtools.simulation.check_base import CheckerBase
 from devtools.simulation.clients import BACKOFF_CAP_S
+from devtools.simulation.scenario import MAX_LAG_S
 from devtools.simulation.upstreams import Call
 from devtools.simulation.vloop import WALL_EPOCH_S
 
@@ -153,17 +154,28 @@ class Loads:
         # a finished order still listed: by a kept answer up to list_max_age when its list
         # bump was lost, by a lagging replica for its lag; each poll of a client then fetches
         # its parts (404: expired)
-        self.unbumped = [
-            (c.data_t, c.data_t + LIST_MAX_AGE_S + 2, c.user_id, c.key.service)
-            for c in world.status_changes
-            if c.finished and c.list_bump_t is None
-        ] + [
-            (c.data_t, c.data_t + lag + 1, c.user_id, c.key.service)
-            for c in world.status_changes
-            if c.finished
-            for lag in (timeline.lag_at(c.key.service, c.data_t, c.data_t),)
-            if lag
-        ]
+        self.unbumped = (
+            [
+                (c.data_t, c.data_t + LIST_MAX_AGE_S + 2, c.user_id, c.key.service)
+                for c in world.status_changes
+                if c.finished and c.list_bump_t is None
+            ]
+            + [
+                # a bump the store refused lands when the writers retry it, up to their backoff
+                # cap after the store is back: an answer kept before the outage stands till then
+                (c.data_t, c.list_bump_t + 2, c.user_id, c.key.service)
+                for c in world.status_changes
+                if c.finished and c.list_bump_t is not None and c.list_bump_t > c.data_t + 0.5
+            ]
+            + [
+                (c.data_t, c.data_t + lag + 1, c.user_id, c.key.service)
+                for c in world.status_changes
+                if c.finished
+                # a lag that begins after the finish still serves the list from before it
+                for lag in (timeline.lag_at(c.key.service, c.data_t, c.data_t + MAX_LAG_S),)
+                if lag
+            ]
+        )
         self.degraded = [(s.start, s.end + DEGRADED_TTL_S) for s in timeline.store]
         self.upstream_faults = [
             (f.start, f.end + BACKOFF_CAP_S)

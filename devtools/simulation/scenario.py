@@ -87,7 +87,8 @@ class Fault:
     - source_down, source_slow (answers after `value` s), source_lagging (a replica `value`
       s behind): the order source of `target`
     - upstream_down, upstream_slow (`value` s): a part upstream
-    - replica_restart: replica `target` stops (SIGTERM) and starts again after `value` s
+    - replica_restart: replica `target` stops (SIGTERM) and starts again after `value` s;
+      half the time the others follow in turn, each once the last is back (a rolling deploy)
     """
 
     kind: str
@@ -283,4 +284,11 @@ def _faults(rng: random.Random, replicas: int, duration_s: float) -> list[Fault]
         elif replicas > 1:
             target = f"r{rng.randrange(replicas)}"
             faults.append(Fault(kind, start, start, target, rng.uniform(0.5, 3)))
+            if rng.random() < 0.5:
+                # a rolling deploy: the others after it, each once the last is back
+                at = start
+                for index in range(1, replicas):
+                    at += faults[-1].value + rng.uniform(2, 10)
+                    following = f"r{(int(target[1:]) + index) % replicas}"
+                    faults.append(Fault(kind, at, at, following, rng.uniform(0.5, 3)))
     return sorted(faults, key=lambda fault: fault.start)
