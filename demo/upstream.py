@@ -15,23 +15,11 @@ from shared.http import create_session
 
 # connections (and requests in progress) of each kind: one user's page needs a handful
 POOL_SIZE = 32
-# request headers of the browser's that reach the services (the user id is the demo's own);
-# If-None-Match too, or a poll the page holds the answer to would come back whole every time
-FORWARDED_REQUEST = (
-    "Content-Type",
-    "User-Agent",
-    "Accept-Language",
-    "X-Request-Id",
-    "If-None-Match",
-)
-# response headers the page's client reads (ETag: what it revalidates its next poll with)
-FORWARDED_RESPONSE = (
-    "Content-Type",
-    "Retry-After",
-    "X-Yataxi-Polling-Interval-Ms",
-    "X-Mlutp-Wait",
-    "ETag",
-)
+# request headers of the browser's that reach the services (the user id is the demo's own;
+# the answer_tag a poll sends back is in its body, which passes as it is)
+FORWARDED_REQUEST = ("Content-Type", "User-Agent", "Accept-Language", "X-Request-Id")
+# response headers the page's client reads
+FORWARDED_RESPONSE = ("Content-Type", "Retry-After", "X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@
 // - a part error marks every field of its rule stale;
 // - with `storage` (the page's localStorage), orders, tags and policy versions survive a
 //   reload: shown at once, revalidated by launch, nothing unchanged fetched again;
-// - polls are revalidated by their ETag (If-None-Match, 304);
+// - polls are revalidated by their answer_tag (sent back in the body; 204 for nothing new);
 // - the route (route_distance_depended) is polled by its own rule: often when the car is close;
 // - force after a user change until a part shows it (or its deadline passes);
 // - the order's change capabilities decide what the user may change.
@@ -104,7 +104,7 @@ export class MlutpClient {
     // sent with every request (a page served by a gateway needs none: it adds the user's own)
     this.headers = headers;
     this.storage = storage;
-    this.validated = new Map(); // url → [ETag, answer]: polls revalidated by If-None-Match
+    this.validated = new Map(); // url → [answer_tag, answer]: polls revalidated by it
     // the device's position as the app knows it, {point: [lon, lat], dx: accuracy in metres}
     // (null: not known); positionOf makes it from a browser's location fix
     this.position = null;

@@ -14,20 +14,20 @@ export const transport = {
   },
 
   // a JSON POST through the page's own origin (or `baseUrl`); counted for the traffic panel.
-  // With `revalidate`, the last answer's ETag goes in If-None-Match and a 304 is that answer
+  // With `revalidate`, the last answer's answer_tag goes in the body, and a 204 No Content is
+  // that answer: the client keeps what it has
   async call(url, body, signal, { revalidate = false } = {}) {
-    const sent = JSON.stringify(body);
+    const held = revalidate ? this.validated.get(url) : undefined;
+    const sent = JSON.stringify(held ? { ...body, answer_tag: held[0] } : body);
     this.traffic.requests += 1;
     this.traffic.bytesSent += new TextEncoder().encode(sent).length;
     const headers = { "Content-Type": "application/json", ...this.headers };
-    const held = revalidate ? this.validated.get(url) : undefined;
-    if (held) headers["If-None-Match"] = held[0];
     const response = await this.fetch(this.baseUrl + url, {
       method: "POST", headers, body: sent, signal,
     });
     const text = await response.text();
     this.traffic.bytesReceived += new TextEncoder().encode(text).length;
-    if (response.status === 304 && held) {
+    if (response.status === 204 && held) {
       return { status: 200, answer: held[1], headers: response.headers };
     }
     let answer = null;
@@ -36,9 +36,9 @@ export const transport = {
     } catch {
       answer = null;
     }
-    const etag = response.headers.get("ETag");
-    if (revalidate && response.status === 200 && etag && answer !== null) {
-      this.validated.set(url, [etag, answer]);
+    const tag = answer?.answer_tag;
+    if (revalidate && response.status === 200 && typeof tag === "string") {
+      this.validated.set(url, [tag, answer]);
     }
     return { status: response.status, answer, headers: response.headers };
   },
@@ -48,7 +48,7 @@ export const transport = {
     let result;
     try {
       if (poll) this.traffic.polls += 1;
-      // orders/state is revalidated by its ETag (launch never answers 304)
+      // orders/state is revalidated by its answer_tag (launch always answers in full)
       result = await this.call(url, body, signal, { revalidate: url.endsWith("/orders/state") });
     } catch (error) {
       if (error.name === "AbortError") throw error;

@@ -163,15 +163,15 @@ async def test_advance_acts_only_on_the_demo_users_orders(
     assert resp.status == 200
 
 
-async def test_a_poll_through_the_demo_is_revalidated_by_its_etag(
+async def test_a_poll_through_the_demo_is_revalidated_by_its_answer_tag(
     aiohttp_client: Callable[..., Awaitable[TestClient]],
     aiohttp_server: Callable[..., Awaitable[TestServer]],
     order_tags_server: TestServer,
     emulator_server: TestServer,
     unique: str,
 ) -> None:
-    # the page's client (demo/static/transport.js) sends the last poll's ETag in If-None-Match
-    # and takes a 304 for that answer: both headers must cross the demo server
+    # the page's client (demo/static/transport.js) sends the last poll's answer_tag in the body
+    # and takes a 204 for that answer: the tag must reach orders_state, the 204 the page
     orders_state = await aiohttp_server(
         create_orders_state(OrdersStateSettings(**bff_kwargs(order_tags_server, emulator_server)))
     )
@@ -189,15 +189,17 @@ async def test_a_poll_through_the_demo_is_revalidated_by_its_etag(
     body = {"supported_services": ["taxi"]}
     first = await demo.post("/mlutp/v1/orders/state", json=body)
     assert first.status == 200
-    etag = first.headers["ETag"]
-    again = await demo.post("/mlutp/v1/orders/state", json=body, headers={"If-None-Match": etag})
-    assert again.status == 304 and await again.read() == b""
-    assert again.headers["ETag"] == etag
+    held = {**body, "answer_tag": (await first.json())["answer_tag"]}
+    again = await demo.post("/mlutp/v1/orders/state", json=held)
+    assert again.status == 204 and await again.read() == b""
+    assert "ETag" not in again.headers
     assert int(again.headers["X-Yataxi-Polling-Interval-Ms"]) > 0
-    # the order moves on: the same If-None-Match gets the new answer whole
+    # the order moves on: the same answer_tag gets the new answer whole
     advanced = await demo.post(f"/demo/v1/orders/taxi/{mine['orderid']}/advance")
     assert advanced.status == 200
-    moved = await demo.post("/mlutp/v1/orders/state", json=body, headers={"If-None-Match": etag})
-    assert moved.status == 200 and moved.headers["ETag"] != etag
-    [order] = (await moved.json())["orders"]
+    moved = await demo.post("/mlutp/v1/orders/state", json=held)
+    assert moved.status == 200
+    news = await moved.json()
+    assert news["answer_tag"] != held["answer_tag"]
+    [order] = news["orders"]
     assert order["orderid"] == mine["orderid"] and order["status"] != mine["status"]
