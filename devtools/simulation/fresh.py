@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from devtools.simulation.bounds import KEPT_LOOK_S, MIN_TTL_S, SEEN_WITHIN_S
+from devtools.simulation.bounds import DEGRADED_TTL_S, KEPT_LOOK_S, MIN_TTL_S, SEEN_WITHIN_S
 from devtools.simulation.check_base import CheckerBase
 from devtools.simulation.trace import status_index
 from devtools.simulation.writers import BACKOFF_CAP_S, RESTART_S
@@ -117,6 +117,13 @@ class FreshChecks(CheckerBase):
                 extended = max(extended, span.end + longest + SEEN_WITHIN_S)
             for span in self.timeline.source_spans(service, base - 1, deadline):
                 extended = max(extended, span.end + MIN_TTL_S + longest + SEEN_WITHIN_S)
+                if self.timeline.emptied(base - 1, span.end):
+                    # the store lost the order's tags while its source was out: they are made
+                    # again by the first look with the source back, and a part whose tag was
+                    # made again is refetched spread over the degraded TTL from then
+                    # (docs/protocol.md: A fleet, a flush bounded the same way)
+                    remade = span.end + MIN_TTL_S + longest
+                    extended = max(extended, remade + DEGRADED_TTL_S + longest + SEEN_WITHIN_S)
             if upstream is not None:
                 for span in self.timeline.upstream_spans(upstream, base - 1, deadline):
                     extended = max(extended, span.end + longest + SEEN_WITHIN_S)

@@ -45,6 +45,14 @@ class Timeline:
         """The tag store unavailable (or emptied) at some moment of [start, end]."""
         return [span for span in self.store if span.overlaps(start, end)]
 
+    def emptied(self, start: float, end: float) -> bool:
+        """The tag store lost its data (flushed, or back empty) at some moment of [start,
+        end]."""
+        return any(
+            (f.kind == "flush" or (f.kind == "redis_outage" and f.empty)) and start <= f.end <= end
+            for f in self.faults
+        )
+
     def degraded_spans(self, start: float, end: float) -> list[Span]:
         """The store unavailable, or a tag issued while it was, at some moment of [start,
         end]."""
