@@ -5,17 +5,26 @@ in one run, next to the legacy pass-through and `GET /ping` on the same stack.
 A superapp client: one driving taxi order known with every tag current, and taxi, eats and
 grocery queried (docs/protocol.md: List tags). For each setting (orders_state's `list_tags`,
 `tag_reads`' `join` and `in_flight`) a stack of its own: U users, a warm-up
-poll each (it keeps the sources' answers and gives the answer's ETag), then N requests of each
-kind, 20 at a time, measured by the CPU the processes used (psutil; Redis by its own INFO) and
-the order source calls the emulator served. `poll` is answered in full; `poll 304` sends the
-warm-up answer's ETag in If-None-Match, as the reference client does, and gets a 304.
+poll each (it keeps the sources' answers and gives the answer's answer_tag), then N requests of
+each kind, 20 at a time, measured by the CPU the processes used (psutil; Redis by its own INFO)
+and the order source calls the emulator served. `poll` is answered in full; `poll 204` sends
+the warm-up answer's answer_tag back in its body, as the reference client does, and gets a
+204 No Content.
+
+And the bytes of one exchange with nothing new, both ways, as client.wire_bytes counts them
+(bodies through a gzipping gateway, header blocks as HTTP/1.1 text): the 204 as the client
+makes it now, beside the 304 it made before (the answer_tag out of the body, If-None-Match
+and the ETag, 64 bits in hex and quoted, in the header blocks: the rest of both blocks read
+off the same 204), and the 200 in full.
 
     python benchmarks/nothing_new.py [--users 200] [--requests 3000] [--concurrency 20]
+    python benchmarks/nothing_new.py --bytes-only
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Awaitable
@@ -30,6 +39,7 @@ import uvloop
 
 from benchmarks.capacity import PROCESSES, SUPERAPP, Cost, measure
 from benchmarks.users import caught_up_users
+from client.wire_bytes import WireBytes, request_line, status_line
 from devtools.stack import STACK, free_ports_env, own_stack
 
 
@@ -37,6 +47,71 @@ async def source_calls(session: aiohttp.ClientSession, emulator: str) -> int:
     async with session.get(f"{emulator}/emulator/v1/stats") as response:
         calls: dict[str, int] = (await response.json())["calls"]
     return sum(count for target, count in calls.items() if target.startswith("source:"))
+
+
+STATE_PATH = "/mlutp/v1/orders/state"
+# what the old exchange carried in its header blocks instead: an ETag of 64 bits, in hex, quoted
+OLD_ETAG = '"' + "0" * 16 + '"'
+
+
+def _total(exchange: tuple[WireBytes, WireBytes]) -> int:
+    request, answer = exchange
+    return request.body_gzip + request.headers + answer.body_gzip + answer.headers
+
+
+async def exchange_bytes(
+    session: aiohttp.ClientSession, state: str, user: str, body: dict[str, Any]
+) -> dict[str, tuple[WireBytes, WireBytes]]:
+    """(request, answer) bytes of a poll answered in full, of the 204 that follows it, and of
+    the 304 that followed it before: the same exchange, its answer_tag in If-None-Match and
+    the answer's ETag instead."""
+    headers = {"X-Yandex-UID": user, "Content-Type": "application/json"}
+    measured: dict[str, tuple[WireBytes, WireBytes]] = {}
+    tag = ""
+    for name in ("200", "204"):
+        sent = json.dumps({**body, "answer_tag": tag} if tag else body).encode()
+        async with session.post(f"{state}{STATE_PATH}", data=sent, headers=headers) as r:
+            payload = await r.read()
+            assert r.status == int(name), (r.status, payload)
+            sent_headers = list(r.request_info.headers.items())
+            answer_headers = list(r.raw_headers)
+            measured[name] = (
+                WireBytes.of(
+                    request_line("POST", STATE_PATH), sent_headers, sent, gzip_if_smaller=True
+                ),
+                WireBytes.of(status_line(r.status, r.reason), answer_headers, payload),
+            )
+        if name == "200":
+            tag = json.loads(payload)["answer_tag"]
+    old_sent = json.dumps(body).encode()
+    old_headers = [
+        (k, str(len(old_sent)) if k.lower() == "content-length" else v) for k, v in sent_headers
+    ]
+    measured["304 (before)"] = (
+        WireBytes.of(
+            request_line("POST", STATE_PATH),
+            [*old_headers, ("If-None-Match", OLD_ETAG)],
+            old_sent,
+            gzip_if_smaller=True,
+        ),
+        WireBytes.of(
+            status_line(304, "Not Modified"), [*answer_headers, (b"ETag", OLD_ETAG.encode())], b""
+        ),
+    )
+    return measured
+
+
+def print_bytes(measured: dict[str, tuple[WireBytes, WireBytes]]) -> None:
+    print("one poll's bytes, both ways (gzip gateway; headers as HTTP/1.1 text):")
+    print(
+        f"{'exchange':<14}{'req body':>10}{'req headers':>13}{'resp body':>11}"
+        f"{'resp headers':>14}{'total':>8}"
+    )
+    for name, (request, answer) in measured.items():
+        print(
+            f"{name:<14}{request.body_gzip:>10}{request.headers:>13}{answer.body_gzip:>11}"
+            f"{answer.headers:>14}{_total((request, answer)):>8}"
+        )
 
 
 # orders_state's protocol settings of each run
@@ -73,23 +148,26 @@ async def run(
                     assert r.status == 200, payload
                     return len(payload)
 
-            etags: dict[str, str] = {}
+            tags: dict[str, str] = {}
 
             async def poll(index: int, *, revalidate: bool = False) -> int:
                 user, _ = orders[index % users]
-                body = {"known_orders": [bodies[index % users]], "supported_services": SUPERAPP}
-                headers = {"X-Yandex-UID": user}
+                body: dict[str, Any] = {
+                    "known_orders": [bodies[index % users]],
+                    "supported_services": SUPERAPP,
+                }
                 if revalidate:
-                    headers["If-None-Match"] = etags[user]
+                    body["answer_tag"] = tags[user]
                 async with session.post(
-                    f"{state}/mlutp/v1/orders/state", json=body, headers=headers
+                    f"{state}{STATE_PATH}", json=body, headers={"X-Yandex-UID": user}
                 ) as r:
                     payload = await r.read()
-                    assert r.status == (304 if revalidate else 200), (r.status, payload)
-                    etags[user] = r.headers["ETag"]
+                    assert r.status == (204 if revalidate else 200), (r.status, payload)
+                    if not revalidate:
+                        tags[user] = json.loads(payload)["answer_tag"]
                     return len(payload)
 
-            def poll_304(index: int) -> Awaitable[int]:
+            def poll_204(index: int) -> Awaitable[int]:
                 return poll(index, revalidate=True)
 
             def legacy(index: int) -> Awaitable[int]:
@@ -102,14 +180,24 @@ async def run(
 
             # warm-up: one poll per user (each source asked once, its answer kept)
             await measure(stack, redis, users, concurrency, poll)
+            user, _ = orders[0]
+            body = {"known_orders": [bodies[0]], "supported_services": SUPERAPP}
+            wire = await exchange_bytes(session, state, user, body)
+            if not requests:
+                await redis.aclose()
+                return {"bytes": wire}
             before = await source_calls(session, emulator)
             costs = {"poll": await measure(stack, redis, requests, concurrency, poll)}
-            costs["poll 304"] = await measure(stack, redis, requests, concurrency, poll_304)
+            costs["poll 204"] = await measure(stack, redis, requests, concurrency, poll_204)
             polled_sources = await source_calls(session, emulator) - before
             costs["legacy"] = await measure(stack, redis, requests, concurrency, legacy)
             costs["ping"] = await measure(stack, redis, requests, concurrency, ping)
         await redis.aclose()
-    return {"costs": costs, "source_calls_per_poll": polled_sources / (2 * requests)}
+    return {
+        "costs": costs,
+        "source_calls_per_poll": polled_sources / (2 * requests),
+        "bytes": wire,
+    }
 
 
 def bff_ms(cost: Cost) -> float:
@@ -118,7 +206,10 @@ def bff_ms(cost: Cost) -> float:
     return sum(cost.per_request(cost.cpu_s[p]) for p in parts) * 1000
 
 
-async def main(users: int, requests: int, concurrency: int) -> None:
+async def main(users: int, requests: int, concurrency: int, bytes_only: bool) -> None:
+    if bytes_only:
+        print_bytes((await run(SETTINGS["joined reads"], users, 0, concurrency))["bytes"])
+        return
     results = {
         name: await run(setting, users, requests, concurrency) for name, setting in SETTINGS.items()
     }
@@ -145,12 +236,14 @@ async def main(users: int, requests: int, concurrency: int) -> None:
         f"\npoll BFF CPU, list tags / none: {bff_ms(on['poll']) / bff_ms(off['poll']):.2f}; "
         f"joined reads / read each: {bff_ms(on['poll']) / bff_ms(each['poll']):.2f}; "
         f"joined / joined within a turn only: {bff_ms(on['poll']) / bff_ms(turn['poll']):.2f}; "
-        f"poll 304 / poll: {bff_ms(on['poll 304']) / bff_ms(on['poll']):.2f}; "
+        f"poll 204 / poll: {bff_ms(on['poll 204']) / bff_ms(on['poll']):.2f}; "
         f"poll / legacy pass-through (same run): "
         f"{bff_ms(on['poll']) / bff_ms(on['legacy']):.2f}; "
         f"poll / ping: {bff_ms(on['poll']) / bff_ms(on['ping']):.1f}; "
-        f"poll 304 / legacy pass-through: {bff_ms(on['poll 304']) / bff_ms(on['legacy']):.2f}"
+        f"poll 204 / legacy pass-through: {bff_ms(on['poll 204']) / bff_ms(on['legacy']):.2f}"
     )
+    print()
+    print_bytes(results["joined reads"]["bytes"])
 
 
 if __name__ == "__main__":
@@ -158,5 +251,6 @@ if __name__ == "__main__":
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--bytes-only", action="store_true", help="one stack, the bytes alone")
     args = parser.parse_args()
-    uvloop.run(main(args.users, args.requests, args.concurrency))
+    uvloop.run(main(args.users, args.requests, args.concurrency, args.bytes_only))

@@ -6,9 +6,10 @@ order from launch to its end, every request and answer, printed as markdown.
 
 (`--stack`: the launch, orders_state and emulator URLs of a running stack.) It drives the
 emulator by hand (its background driver off) and acts as an app would: launch, the parts the
-answer names, a poll, a revalidation (304), a waiting poll a change wakes, the parts that poll
+answer names, a poll, one with nothing new (204), a waiting poll a change wakes, the parts that poll
 named, the trip to its end, a poll, the user's rating, and a last poll that leaves the order
-out. Between polls it waits the interval the last answer gave, as an app does. What it
+out. Between polls it waits the interval the last answer gave, and each poll sends back the
+`answer_tag` of the last answer, as an app does. What it
 records is rendered by devtools/worked_example_markdown.py: long documents are trimmed to the
 fields that matter (a `"…"` entry names what was left out); nothing else is changed.
 tests/docs/test_worked_example.py runs it and checks that the document still shows what it
@@ -36,7 +37,7 @@ from devtools.worked_example_markdown import TOTW_PARAMETERS, Exchange, Step, re
 USER = "example-user"
 WAIT_MS = 25_000
 # the answer headers the example shows (the others are HTTP's own)
-SHOWN_HEADERS = ("ETag", "X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After")
+SHOWN_HEADERS = ("X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After")
 # the stack's defaults but one: a woken poll looks again 0.2 s after its wake-up, so the one
 # change of step 6 (the order's part tags, then its list tag) is one answer. Without it the
 # poll may answer the parts' news a moment before the list's, and the next poll brings the
@@ -104,8 +105,15 @@ async def walk(urls: Urls) -> list[Step]:
         app = App(session, urls)
         emulator, state_url = urls.emulator, urls.orders_state
 
-        async def poll(body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Exchange:
-            return await app.post(state_url, "/mlutp/v1/orders/state", body, as_user(headers))
+        # the answer_tag of the last poll's answer: sent back, as an app does
+        held: dict[str, str] = {}
+
+        async def poll(body: dict[str, Any]) -> Exchange:
+            sent = {**body, "answer_tag": held["tag"]} if held else body
+            polled = await app.post(state_url, "/mlutp/v1/orders/state", sent, as_user())
+            if polled.status == 200:
+                held["tag"] = polled.answer["answer_tag"]
+            return polled
 
         async def fetch(url: str, orderid: str, tag: str | None) -> tuple[Exchange, str]:
             order = {"orderid": orderid} if tag is None else {"orderid": orderid, "tag": tag}
@@ -171,15 +179,14 @@ async def walk(urls: Urls) -> list[Step]:
         )
 
         await asyncio.sleep(interval_s(polled))
-        revalidated = await poll(
-            {**asked, "policy_versions": versions}, {"If-None-Match": polled.headers["ETag"]}
-        )
+        revalidated = await poll({**asked, "policy_versions": versions})
         steps.append(
             Step(
-                "The next poll, naming the last answer's ETag",
+                "The next poll, with the last answer's `answer_tag`",
                 [revalidated],
-                "Nothing changed: no body, and the answer you hold stands. The interval header "
-                "is on the 304 too.",
+                "Nothing changed: `204 No Content`, no body, and the answer you hold stands "
+                "(a 2xx: every HTTP client's success check passes). The interval header is on "
+                "the 204 too.",
             )
         )
 

@@ -24,7 +24,7 @@ TOTW_PARAMETERS: dict[str, Any] = {
 # fast_info's fields the example shows in full; the others are named under "…"
 FAST_INFO_SHOWN = ("orderid", "tag", "version", "status", "status_info", "driver", "eta")
 WIDTH = 96
-REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 404: "Not Found"}
+REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found"}
 
 
 @dataclass
@@ -179,9 +179,10 @@ def render(steps: Sequence[Step]) -> str:
 
 
 # what a reader must see as it is: the path (order ids aside), the answer's status and wait
-# cause, every order's status and need_request; numbers, ids, tags and documents change per run
+# cause, every order's status and need_request, where an answer_tag is sent or given; numbers,
+# ids, tags and documents change per run
 SKELETON = re.compile(
-    r"^(?:POST|GET) \S+|^(?:HTTP/1\.1|→) \d{3}|^X-Mlutp-Wait: \w+|^If-None-Match|^ETag"
+    r'^(?:POST|GET) \S+|^(?:HTTP/1\.1|→) \d{3}|^X-Mlutp-Wait: \w+|"answer_tag": "'
     r'|"(?:status|update_status)": "\w+"|"need_request": \[[^\]]*\]|"orders": \[\]',
     re.MULTILINE,
 )

@@ -9,6 +9,7 @@ in order): each returns what broke a rule, in words; none, when the client kept 
 - sends `force` only while a change of its own is unseen;
 - keeps a stale order, with its echo fields;
 - echoes the `version` of each actual order it holds (monotonic reads);
+- keeps what it holds on a 204 (nothing new): the orders, and the answer_tag it sends back;
 - sends `position` in the design note's shape, `{"point": [lon, lat], "dx": <metres>}`.
 """
 
@@ -23,6 +24,8 @@ from typing import Any, TypeGuard
 from client.model import POLL_AGAIN_AT_ONCE, STATE_KEYS
 from devtools.conformance.recording import Exchange
 
+# a launch's or a poll's statuses that are an answer: a 204 is the answer the client holds
+ANSWERED = (200, 204)
 # the clock's and the network's slack, in seconds
 SLACK_S = 0.1
 # part requests that start this close together were sent in parallel: no order between them
@@ -84,7 +87,7 @@ def interval_kept(exchanges: Sequence[Exchange]) -> list[str]:
         if after.kind == "launch" and before.kind == "poll":
             continue  # told to hold another policy: launch again at once
         interval_ms = before.answer_headers.get("X-Yataxi-Polling-Interval-Ms")
-        if interval_ms is None or before.status not in (200, 304):
+        if interval_ms is None or before.status not in ANSWERED:
             continue
         if gap + SLACK_S < int(interval_ms) / 1000:
             problems.append(f"polled {gap:.2f} s after an answer that said {interval_ms} ms")
@@ -115,7 +118,7 @@ def need_request_fetched(
     asked_at = 0.0  # when the last answered launch or poll was sent
     for exchange in exchanges:
         if exchange.kind in ("launch", "poll"):
-            if exchange.status not in (200, 304):
+            if exchange.status not in ANSWERED:
                 continue
             if _changed_between(exchanges, asked_at, exchange.at):
                 # the last answer was given up for a poll naming the user's change
@@ -171,7 +174,7 @@ def tags_sent_back(
                         f"{known.get('orderid')}: sent tags {sorted(sent.items())}"
                         f", held {sorted(expected.items())}"
                     )
-        if exchange.kind in ("launch", "poll") and exchange.status in (200, 304):
+        if exchange.kind in ("launch", "poll") and exchange.status in ANSWERED:
             for order in _orders(exchange):
                 if order.get("update_status") != "actual":
                     continue
@@ -248,7 +251,7 @@ def stale_orders_kept_with_echo(exchanges: Sequence[Exchange]) -> list[str]:
             missing = {k for k, v in brief.get(orderid, {}).items() if known.get(k) != v}
             if missing:
                 problems.append(f"{orderid} (stale) was polled without its echo {sorted(missing)}")
-        if exchange.status not in (200, 304):
+        if exchange.status not in ANSWERED:
             continue
         stale = set()
         for order in _orders(exchange):
@@ -283,12 +286,52 @@ def versions_echoed(exchanges: Sequence[Exchange]) -> list[str]:
                     echoed = known.get("version")
                     problems.append(f"{orderid} was polled with version {echoed}, not {version}")
             continue
-        if exchange.status != 200:
+        if exchange.status not in ANSWERED:
             continue
         for order in _orders(exchange):
             version = order.get("version")
             if order.get("update_status") == "actual" and isinstance(version, int):
                 held[order["orderid"]] = version
+    return problems
+
+
+def answer_kept(exchanges: Sequence[Exchange]) -> list[str]:
+    """A 204 says the answer the client holds is the answer: it keeps every order of it, and
+    sends back the same answer_tag (docs/protocol.md: Polling orders). A client that takes a
+    204 for an error (its answer forgotten) or for an empty answer (its orders dropped) shows
+    it in its next request. A poll that sends a tag sends the last one it got; a client that
+    never sends one (a restarted app, or one that does not revalidate) is answered in full."""
+    polls = [e for e in exchanges if e.kind in ("launch", "poll")]
+    # requests as they came and answers as they went back, as versions_echoed reads them
+    events = sorted(
+        [(e.at, 0, i) for i, e in enumerate(polls)]
+        + [(e.answered or e.at, 1, i) for i, e in enumerate(polls)]
+    )
+    problems = []
+    tag: str | None = None  # the answer_tag of the last orders/state answer seen
+    kept: set[str] | None = None  # after a 204, the orders of the answer it stood for
+    for _, is_answer, index in events:
+        exchange = polls[index]
+        if is_answer:
+            if exchange.status in ANSWERED and exchange.kind == "poll":
+                if exchange.status == 204:
+                    tag = exchange.request.get("answer_tag")
+                    kept = {o.get("orderid", "") for o in _orders(exchange)}
+                else:
+                    tag, kept = (exchange.answer or {}).get("answer_tag"), None
+            elif exchange.status in ANSWERED:
+                kept = None
+            continue
+        named = {k.get("orderid", "") for k in exchange.request.get("known_orders", [])}
+        for orderid in sorted((kept or set()) - named):
+            problems.append(f"{orderid} was left out of the request after a 204 (nothing new)")
+        if exchange.kind != "poll":
+            continue
+        sent = exchange.request.get("answer_tag")
+        if kept is not None and sent != tag:
+            problems.append(f"polled with answer_tag {sent} after a 204 for {tag}")
+        elif sent is not None and tag is not None and sent != tag:
+            problems.append(f"polled with answer_tag {sent}, not {tag} of the last answer")
     return problems
 
 

@@ -45,9 +45,9 @@ async def source_down(kit: Kit) -> list[str]:
 
 def answered_degraded(exchange: Exchange) -> bool:
     """An answer given while the tag store is down: a waiting poll is told `unavailable`; a
-    plain one cannot tell, so any answer counts. A 304 is an answer too: a client that sends
-    its ETag back is told "nothing new" that way, degraded or not."""
-    if exchange.status not in (200, 304):
+    plain one cannot tell, so any answer counts. A 204 is an answer too: a client that sends
+    its answer_tag back is told "nothing new" that way, degraded or not."""
+    if exchange.status not in (200, 204):
         return False
     waited = exchange.request.get("wait_ms")
     return not waited or exchange.answer_headers.get("X-Mlutp-Wait") == "unavailable"
@@ -79,7 +79,7 @@ async def tag_cache_down(kit: Kit) -> list[str]:
     await kit.until(
         "poll on once the tag store is back",
         lambda ex: any(
-            e.status in (200, 304) and e.answer_headers.get("X-Mlutp-Wait") != "unavailable"
+            e.status in (200, 204) and e.answer_headers.get("X-Mlutp-Wait") != "unavailable"
             for e in polls_after(ex, up)
         ),
     )

@@ -20,8 +20,8 @@ from shared.errors import BadRequest
 from shared.web import checked_path, error_response
 
 # what the checks read of a request's and an answer's headers
-REQUEST_HEADERS = ("X-Yandex-UID", "If-None-Match")
-ANSWER_HEADERS = ("X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After", "ETag")
+REQUEST_HEADERS = ("X-Yandex-UID",)
+ANSWER_HEADERS = ("X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After")
 LAUNCH_PATH = "/4.0/launch"
 POLL_PATH = "/mlutp/v1/orders/state"
 # the feature services' user change endpoints (the emulator's)
@@ -37,7 +37,8 @@ class Exchange:
     request_headers: dict[str, str]
     status: int
     answer_headers: dict[str, str]
-    # the answer's body; a 304's is the answer it stands for (the last 200 of that path)
+    # the answer's body; a 204's is the answer it stands for (the 200 whose answer_tag the
+    # request sent back)
     answer: dict[str, Any] | None
     # monotonic seconds, when the answer went back
     answered: float = 0.0
@@ -65,7 +66,8 @@ class Recorder:
     # polls still to be answered 503 by the pass-through itself, and the Retry-After it gives
     shed_polls: int = 0
     retry_after_s: int = 2
-    _last_ok: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # (user, answer_tag) → the orders/state answer that carried it
+    _tagged: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # told of every exchange recorded: a scenario awaits what the client does
     recorded: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -131,9 +133,8 @@ class Recorder:
             # the service is restarting (a scenario deploys a new policy): as a balancer would
             payload, status, answer_headers, content_type = _SERVICE_DOWN
         answer: dict[str, Any] | None = None
-        key = (user, request.path)
-        if status == 304:
-            answer = self._last_ok.get(key)
+        if status == 204:
+            answer = self._tagged.get((user, str(body.get("answer_tag"))))
         else:
             try:
                 parsed = json.loads(payload)
@@ -141,8 +142,8 @@ class Recorder:
                 parsed = None
             # an error's body too: a feature's 409 names the version to catch up to
             answer = parsed if isinstance(parsed, dict) else None
-            if status == 200 and answer is not None:
-                self._last_ok[key] = answer
+            if status == 200 and answer is not None and "answer_tag" in answer:
+                self._tagged[(user, str(answer["answer_tag"]))] = answer
         gone = request.transport is None or request.transport.is_closing()
         await self._record(
             Exchange(
@@ -162,7 +163,7 @@ class Recorder:
             status=status,
             body=payload or None,
             headers={**answer_headers, "Content-Type": content_type.split(";")[0]}
-            if status != 304
+            if status != 204
             else answer_headers,
         )
 

@@ -64,6 +64,7 @@ def check(exchanges: Sequence[Exchange], policy_paths: Iterable[Path]) -> list[s
         "force": checks.force_only_while_unseen(exchanges),
         "stale echo": checks.stale_orders_kept_with_echo(exchanges),
         "version echo": checks.versions_echoed(exchanges),
+        "nothing new": checks.answer_kept(exchanges),
         "position": checks.position_shaped(exchanges, urls),
     }
     return [f"{name}: {problem}" for name, problems in found.items() for problem in problems]

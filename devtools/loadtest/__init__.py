@@ -9,7 +9,7 @@ Measured per phase, after a warm-up:
 - bytes both ways per client-minute as they cross a mobile network behind a gateway
   (client.wire_bytes): bodies as sent (raw), gzipped at level 6 from 20 bytes on (nginx's
   `gzip_comp_level 6`, its `gzip_min_length` 20) on both sides, and gzipped with the request
-  and response header blocks (a 304's too), new ÷ legacy for each;
+  and response header blocks (a 204's too), new ÷ legacy for each;
 - freshness: from a data change (the emulator's record) to the client holding that version;
 - poll latency (orders/state in the new scheme, the document call in the legacy one);
 - errors.

@@ -36,7 +36,7 @@ def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
         )
         result[f"{prefix}freshness_p95"] = _ratio(new.freshness_s["p95"], legacy.freshness_s["p95"])
         # both ways, behind a gzipping gateway (client.wire_bytes): as sent, gzipped, and
-        # gzipped with the header blocks (a 304's among them)
+        # gzipped with the header blocks (a 204's among them)
         for kind in WIRE_RATIOS:
             result[f"{prefix}{kind}_bytes_per_client_minute"] = _ratio(
                 new.wire_bytes_per_client_minute.get(kind, 0.0),
@@ -136,7 +136,7 @@ def wire_table(phases: dict[str, PhaseResult]) -> list[str]:
     exchanges."""
     lines = [
         f"bytes/client-min both ways behind a gzip gateway (level {GZIP_LEVEL}, bodies from "
-        f"{GZIP_MIN_LENGTH} B; headers as HTTP/1.1 text, a 304's too):",
+        f"{GZIP_MIN_LENGTH} B; headers as HTTP/1.1 text, a 204's too):",
         f"  {'phase':<22}{'raw bodies':>12}{'gzip bodies':>13}{'req headers':>13}"
         f"{'resp headers':>14}{'gzip+headers':>14}",
     ]

@@ -14,6 +14,7 @@ import pytest
 import client.client as client_module
 from client import timing
 from client.model import POLL_AGAIN_AT_ONCE, Rule
+from client.transport import Reply, Transport
 from devtools.conformance import checks, outages
 from devtools.conformance.browser import BrowserClient, NoBrowser, find_browser
 from devtools.conformance.clients import KIT_OPTIONS, PythonClient
@@ -103,19 +104,20 @@ def test_polling_at_once_after_news_the_client_did_not_act_on_is_a_tight_loop():
     assert checks.interval_kept([moved, poll(0.05, [], [])]) == []
 
 
-def test_a_poll_answered_while_the_tag_store_is_down_counts_whether_200_or_304():
+def test_a_poll_answered_while_the_tag_store_is_down_counts_whether_200_or_204():
     def waiting(status: int, wait: str) -> Exchange:
         headers = {"X-Mlutp-Wait": wait}
         return Exchange(0, POLL_PATH, "u", {"wait_ms": 2000}, {}, status, headers, {"orders": []})
 
-    # a waiting client is told so; one that sent its ETag back is told "nothing new" by a 304
+    # a waiting client is told so; one that sent its answer_tag back is told "nothing new" by
+    # a 204
     assert outages.answered_degraded(waiting(200, "unavailable"))
-    assert outages.answered_degraded(waiting(304, "unavailable"))
+    assert outages.answered_degraded(waiting(204, "unavailable"))
     # a wait that ran is no answer of a store that is down; nor is a 503
-    assert not outages.answered_degraded(waiting(304, "timeout"))
+    assert not outages.answered_degraded(waiting(204, "timeout"))
     assert not outages.answered_degraded(waiting(503, "unavailable"))
     # a plain poll cannot tell: any answer counts
-    assert outages.answered_degraded(poll(0, [], [], status=304))
+    assert outages.answered_degraded(poll(0, [], [], status=204))
 
 
 def test_a_part_not_named_or_named_and_not_fetched_or_out_of_priority_is_named():
@@ -232,6 +234,49 @@ def test_an_order_polled_without_the_version_of_its_last_actual_answer_is_named(
     assert checks.versions_echoed([seen[0], newer, held]) == []
 
 
+def tagged(
+    at: float, known: list[dict[str, Any]], sent: str | None, status: int, tag: str
+) -> Exchange:
+    """A poll that sent `sent` as its answer_tag: a 200 carrying `tag`, or a 204 standing for
+    the answer that carried it (as the recorder gives it)."""
+    exchange = poll(at, known, [order([])])
+    if sent is not None:
+        exchange.request["answer_tag"] = sent
+    exchange.status = status
+    exchange.answer = {"orders": [order([])], "answer_tag": tag}
+    return exchange
+
+
+def test_a_client_that_drops_what_it_holds_on_a_204_is_named():
+    """docs/protocol.md: Polling orders: a 204 is the answer the client holds, again: it keeps
+    its orders and sends the same answer_tag back."""
+    known = [{"orderid": "o1", "tags": {}}]
+    got = [tagged(0, [], None, 200, "A"), tagged(1, known, "A", 204, "A")]
+    assert checks.answer_kept([*got, tagged(2, known, "A", 204, "A")]) == []
+    # taken for an error: the answer and its tag forgotten
+    assert checks.answer_kept([*got, tagged(2, known, None, 200, "A")]) == [
+        "polled with answer_tag None after a 204 for A"
+    ]
+    # taken for an empty answer: the orders dropped
+    assert checks.answer_kept([*got, tagged(2, [], "A", 200, "B")]) == [
+        "o1 was left out of the request after a 204 (nothing new)"
+    ]
+    # news after it: the new tag is the one to send
+    moved = [*got, tagged(2, known, "A", 200, "B")]
+    assert checks.answer_kept([*moved, tagged(3, known, "B", 204, "B")]) == []
+    assert checks.answer_kept([*moved, tagged(3, known, "A", 200, "B")]) == [
+        "polled with answer_tag A, not B of the last answer"
+    ]
+    # a client that sends none (a restarted app, one that never revalidates) is answered in full
+    assert (
+        checks.answer_kept([tagged(0, [], None, 200, "A"), tagged(1, known, None, 200, "A")]) == []
+    )
+    # the runner checks every scenario for it
+    assert "nothing new: polled with answer_tag None after a 204 for A" in check(
+        [*got, tagged(2, known, None, 200, "A")], [DEFAULT_POLICY_PATH]
+    )
+
+
 def test_a_position_of_another_shape_than_the_design_notes_is_named():
     """docs/protocol.md (Part endpoints): `position` is `{"point": [lon, lat], "dx": <metres>}`,
     in part requests and in launch's part_parameters; absent is fine."""
@@ -346,6 +391,28 @@ def test_a_client_that_drops_its_tags_fails_with_the_rule_named(
     monkeypatch.setattr(client_module, "known_orders", without_tags)
     problems = failed(tmp_path, PythonClient(tmp_path), "a status change")
     assert any(problem.startswith("tags: ") for problem in problems)
+
+
+@pytest.mark.long  # a scenario on a stack of its own
+def test_a_client_that_takes_a_204_for_an_error_fails_with_the_rule_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """As a stock client's success check took a 304: no answer, and what it held forgotten."""
+    original = Transport.call
+
+    async def no_answer_on_a_204(self: Transport, url: str, body: Any, **kwargs: Any) -> Reply:
+        reply = await original(self, url, body, **kwargs)
+        if reply.status == 204:
+            self._held.clear()
+            return dataclasses.replace(reply, status=0)
+        return reply
+
+    monkeypatch.setattr(Transport, "call", no_answer_on_a_204)
+    # polls while the tag store is down: nothing new, answered at once
+    problems = failed(tmp_path, PythonClient(tmp_path), "the tag cache down")
+    assert any(
+        p.startswith("nothing new: polled with answer_tag None after a 204") for p in problems
+    )
 
 
 @pytest.mark.long  # a scenario on a stack of its own

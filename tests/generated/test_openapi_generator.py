@@ -180,3 +180,6 @@ def test_the_typescript_client_compiles_and_launches_and_polls(
     [polled] = said["poll"]["orders"]
     assert polled == launched
     assert said["poll"]["policyVersions"] == {"taxi": POLICY.version("taxi")}
+    # its answer_tag sent back: a 204, which the generated client takes as success
+    assert said["poll"]["answerTag"]
+    assert said["again"] == {"status": 204, "ok": True}

@@ -1,8 +1,8 @@
 """openapi.yaml as a team that generates its client reads it: openapi-python-client makes a
 Python client of it with no warning, and that client, imported from where it was generated
-(no request here is written by hand), launches, polls (a 200, then a 304 for its ETag), fetches
-every part endpoint of the default policy and the route from a stack of real processes, each
-answer parsed into the generated models."""
+(no request here is written by hand), launches, polls (a 200, then a 204 for its
+answer_tag), fetches every part endpoint of the default policy and the route from a stack of
+real processes, each answer parsed into the generated models."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_the_generator_warns_of_nothing_and_names_only_named_schemas(
     assert not unnamed, f"models of inline objects: {sorted(unnamed)}"
 
 
-def test_launch_then_the_poll_200_and_304_parse_into_their_models(
+def test_launch_then_the_poll_200_and_204_parse_into_their_models(
     clients: dict[str, Any], user_orders: UserOrders
 ) -> None:
     m = models()
@@ -205,7 +205,7 @@ def test_launch_then_the_poll_200_and_304_parse_into_their_models(
     body = m.OrdersStateRequest(known_orders=known)
     polled = poll.sync_detailed(client=clients["orders_state"], body=body, x_yandex_uid=user)
     assert polled.status_code == 200, polled.content
-    assert isinstance(polled.parsed, m.OrdersState)
+    assert isinstance(polled.parsed, m.PolledOrdersState)
     actual, stale = polled.parsed.orders
     assert isinstance(actual, m.ActualOrder) and actual.orderid == taxi
     assert actual.need_request == order.need_request
@@ -213,14 +213,14 @@ def test_launch_then_the_poll_200_and_304_parse_into_their_models(
     assert (stale.orderid, stale.service) == ("gone-1", STALE_SERVICE)
     assert stale.update_status == m.StaleOrderUpdateStatus.STALE and stale.need_request == []
     assert polled.parsed.policy_versions.to_dict() == {"taxi": POLICY.version("taxi")}
-    etag = polled.headers["ETag"]
+    assert "ETag" not in polled.headers
 
-    again = poll.sync_detailed(
-        client=clients["orders_state"], body=body, x_yandex_uid=user, if_none_match=etag
-    )
-    assert again.status_code == 304, again.content
-    assert again.parsed is None
-    assert again.headers["ETag"] == etag
+    # the answer_tag sent back: nothing new is a 204, no body, and no error to the client
+    held = m.OrdersStateRequest(known_orders=known, answer_tag=polled.parsed.answer_tag)
+    again = poll.sync_detailed(client=clients["orders_state"], body=held, x_yandex_uid=user)
+    assert again.status_code == 204, again.content
+    assert again.parsed is None and again.content == b""
+    assert int(again.headers["X-Yataxi-Polling-Interval-Ms"]) > 0
 
 
 @pytest.mark.parametrize("endpoint", POLICY.endpoints, ids=lambda e: e.rule.url)

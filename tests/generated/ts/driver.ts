@@ -30,14 +30,21 @@ async function main(): Promise<void> {
     throw new Error(`launch did not list ${orderid}`);
   }
   const stateApi = new OrdersStateApi(new Configuration({ basePath: stateUrl }));
+  // known_orders has uniqueItems: the generator makes it a Set
+  const known = new Set([
+    { orderid, service: order.service, status: order.status, tags: order.tags },
+  ]);
   const polled = await stateApi.pollOrdersState({
     xYandexUID: user,
-    ordersStateRequest: {
-      // known_orders has uniqueItems: the generator makes it a Set
-      knownOrders: new Set([
-        { orderid, service: order.service, status: order.status, tags: order.tags },
-      ]),
-    },
+    ordersStateRequest: { knownOrders: known },
+  });
+  if (!polled) {
+    throw new Error("the first poll came without a body");
+  }
+  // its answer_tag sent back: nothing new is a 204, no body, and no error thrown
+  const again = await stateApi.pollOrdersStateRaw({
+    xYandexUID: user,
+    ordersStateRequest: { knownOrders: known, answerTag: polled.answerTag },
   });
   console.log(
     JSON.stringify({
@@ -49,7 +56,9 @@ async function main(): Promise<void> {
       poll: {
         orders: polled.orders.map(brief),
         policyVersions: polled.policyVersions,
+        answerTag: polled.answerTag,
       },
+      again: { status: again.raw.status, ok: again.raw.ok },
     }),
   );
 }
