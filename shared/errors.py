@@ -63,6 +63,13 @@ class PayloadTooLarge(DomainError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(DomainError):
+    """A request body that is not `application/json`: refused before it is read."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
 class BadGateway(DomainError):
     """A service this one passes requests to did not answer (the demo's proxy)."""
 

@@ -17,7 +17,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shared import wire
 from shared.config import ServiceSettings
-from shared.errors import BadRequest, DomainError, PayloadTooLarge, StartupError
+from shared.errors import (
+    BadRequest,
+    DomainError,
+    PayloadTooLarge,
+    StartupError,
+    UnsupportedMediaType,
+)
 from shared.logs import AccessLog, request_id_var
 from shared.metrics import HttpMetrics
 
@@ -66,8 +72,29 @@ def error_response(
     return json_response(wire.Error(code=code, message=message), status=status)
 
 
+def json_media_type(content_type: str, charset: str | None) -> bool:
+    """Whether a body's parsed Content-Type (`request.content_type`, `request.charset`) says
+    JSON. Only `application/json`: a `+json` type names another format that happens to be
+    written in JSON (`application/merge-patch+json` asks for a different operation), and no
+    stock client sends one for a plain JSON body. A body declared in another charset would
+    not mean what its bytes say read as UTF-8, the only encoding of JSON (RFC 8259 §8.1)."""
+    return content_type == JSON_CONTENT_TYPE and (
+        charset is None or charset.lower() in ("utf-8", "utf8")
+    )
+
+
 async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T:
-    """Read and decode the body; over the size limit is a 413, anything malformed a 400."""
+    """Read and decode the body; a body that is not `application/json` is a 415 (before it
+    is read), over the size limit a 413, anything malformed a 400. No Content-Type is not
+    JSON either (RFC 9110 §8.3: the recipient may take it as application/octet-stream):
+    `curl -d` sends form data, and a body we guessed at would be a contract nobody wrote."""
+    if request.body_exists and not json_media_type(request.content_type, request.charset):
+        given = request.headers.get(hdrs.CONTENT_TYPE)
+        charset = f"; charset={request.charset}" if request.charset else ""
+        raise UnsupportedMediaType(
+            "the request body must be sent with Content-Type: application/json; it came "
+            + ("with none" if given is None else f"as {request.content_type}{charset}"[:120])
+        )
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
@@ -100,6 +127,7 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     413: "payload_too_large",
+    415: "unsupported_media_type",
 }
 
 
@@ -201,12 +229,25 @@ async def _without_server_header(request: web.Request, response: web.StreamRespo
     response.headers.popall(hdrs.SERVER, None)
 
 
-def create_base_app(service: str, settings: ServiceSettings) -> web.Application:
+async def _no_store(request: web.Request, response: web.StreamResponse) -> None:
+    """`Cache-Control: no-store` on every answer of a client-facing service: each is one
+    user's data (an error and a 204 too), and no shared cache between the app and us may keep
+    or serve it to another. /ping and /metrics say it too: a kept "ok" would hide an outage."""
+    response.headers[hdrs.CACHE_CONTROL] = "no-store"
+
+
+def create_base_app(
+    service: str, settings: ServiceSettings, *, client_facing: bool = False
+) -> web.Application:
+    """The app every service starts from; `client_facing` for the services an app calls
+    through the gateway (launch, orders_state), whose answers no cache may keep."""
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[service_middleware],
     )
     app.on_response_prepare.append(_without_server_header)
+    if client_facing:
+        app.on_response_prepare.append(_no_store)
     app[METRICS] = HttpMetrics(service)
     app[ACCESS_LOG] = AccessLog(sample=settings.log_access_sample)
     app[CONNECTION_LIMITS] = ConnectionLimits(

@@ -328,13 +328,23 @@ def check_kept_answer(answer: Any, encoded_bytes: int) -> None:
     check_depth(answer, "answer")
 
 
-def checked_user_id(value: str | None, header: str = "X-Yandex-UID") -> str:
+def user_challenge(header: str = USER_HEADER) -> dict[str, str]:
+    """The challenge a 401 must carry (RFC 9110 §11.6.1). The gateway's user header is the
+    scheme, an unregistered token: what the client lacks is a gateway that sets it, not
+    credentials to type in (a `Basic` challenge would make a browser ask for a password)."""
+    return {"WWW-Authenticate": f'{header} realm="mlutp"'}
+
+
+def checked_user_id(value: str | None, header: str = USER_HEADER) -> str:
     """The user id exactly as received, if it is a well-formed one; else a 401."""
     if value is None:
-        raise Unauthorized(f"{header} is required", code="unauthorized")
+        raise Unauthorized(
+            f"{header} is required", code="unauthorized", headers=user_challenge(header)
+        )
     if not USER_ID.fullmatch(value):
         raise Unauthorized(
             f"{header} must be 1 to 128 printable ASCII characters with no spaces",
             code="unauthorized",
+            headers=user_challenge(header),
         )
     return value

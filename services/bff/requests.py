@@ -8,7 +8,7 @@ from aiohttp import web
 from services.bff.poll import Caller
 from shared.errors import BadRequest, Unauthorized
 from shared.web import request_id
-from shared.wire import FORWARDED_TEXT, USER_HEADER, checked_user_id
+from shared.wire import FORWARDED_TEXT, USER_HEADER, checked_user_id, user_challenge
 
 FORWARDED_TEXT_HEADERS = ("User-Agent", "Accept-Language")
 
@@ -22,6 +22,7 @@ def require_user(request: web.Request) -> str:
         raise Unauthorized(
             f"{USER_HEADER} is given {len(values)} times; exactly one is expected",
             code="unauthorized",
+            headers=user_challenge(),
         )
     return checked_user_id(values[0] if values else None, USER_HEADER)
 

@@ -11,7 +11,7 @@ SERVICE = "launch"
 
 
 def create_app(settings: LaunchSettings) -> web.Application:
-    app = create_base_app(SERVICE, settings)
+    app = create_base_app(SERVICE, settings, client_facing=True)
     setup_bff(app, settings)
     app.router.add_post("/4.0/launch", handlers.launch)
     return app

@@ -18,16 +18,29 @@ from shared.web import METRICS, PING_CHECK, create_base_app
 SERVICE = "order_tags"
 
 
+def bearer_challenge(given: str | None) -> str:
+    """RFC 6750 §3: no credentials, the scheme and realm alone; credentials refused, also
+    `error="invalid_token"` (a caller with the wrong token configured, not one without)."""
+    if given is None:
+        return 'Bearer realm="order_tags"'
+    return 'Bearer realm="order_tags", error="invalid_token"'
+
+
 def auth_middleware(token: str) -> Middleware:
     expected = f"Bearer {token}".encode()
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith("/v1/"):
-            given = request.headers.get("Authorization", "").encode()
+            given = request.headers.get("Authorization")
             # constant time: the token must not leak through response timing
-            if not hmac.compare_digest(given, expected):
-                raise Unauthorized("a valid 'Authorization: Bearer <service token>' is required")
+            if given is None or not hmac.compare_digest(
+                given.encode(errors="surrogateescape"), expected
+            ):
+                raise Unauthorized(
+                    "a valid 'Authorization: Bearer <service token>' is required",
+                    headers={"WWW-Authenticate": bearer_challenge(given)},
+                )
         return await handler(request)
 
     return middleware

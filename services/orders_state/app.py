@@ -14,7 +14,7 @@ SERVICE = "orders_state"
 
 
 def create_app(settings: OrdersStateSettings) -> web.Application:
-    app = create_base_app(SERVICE, settings)
+    app = create_base_app(SERVICE, settings, client_facing=True)
     setup_bff(app, settings)
     policy = app[POLICY]
     protocol = settings.protocol

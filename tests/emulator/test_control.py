@@ -129,7 +129,9 @@ async def test_bad_change_is_400_and_changes_nothing(emulator: TestClient, uniqu
     path = f"/emulator/v1/orders/taxi/{order['orderid']}/change"
     for body in ({"fields": {"no_such_field": 1}}, {"fields": {"version": 99}}, {"fields": {}}):
         assert (await emulator.post(path, json=body)).status == 400
-    resp = await emulator.post(path, data=b"{bad json")
+    resp = await emulator.post(
+        path, data=b"{bad json", headers={"Content-Type": "application/json"}
+    )
     assert resp.status == 400
     doc = await (
         await emulator.post("/3.0/taxiontheway", json=order, headers={"X-Yandex-UID": unique})

@@ -13,6 +13,9 @@ from shared.redis import kept_answer_key, tags_key
 from tests.helpers import stored_parts
 from tests.services.order_tags.conftest import AUTH
 
+# raw bytes (data=) go as application/octet-stream unless said otherwise: a 415
+AUTH_JSON = {**AUTH, "Content-Type": "application/json"}
+
 
 async def post(client: TestClient, path: str, body: object, headers: dict[str, str] = AUTH):
     return await client.post(path, json=body, headers=headers)
@@ -166,9 +169,19 @@ async def test_concurrent_sets_of_different_parts_lose_nothing(
     "headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-token"}]
 )
 @pytest.mark.parametrize(
-    "path", ["/v1/tags/get", "/v1/tags/set", "/v1/tags/bump", "/v1/tags/delete"]
+    "path",
+    [
+        "/v1/tags/get",
+        "/v1/tags/set",
+        "/v1/tags/create",
+        "/v1/tags/bump",
+        "/v1/tags/delete",
+        "/v1/lists/bump",
+        "/v1/lists/keep",
+        "/v1/lists/keep_many",
+    ],
 )
-async def test_a_call_without_the_right_token_is_401_and_writes_nothing(
+async def test_a_call_without_the_right_token_is_401_with_a_challenge_and_writes_nothing(
     tags_client: TestClient,
     unique: str,
     redis_sync: redis.Redis,
@@ -186,6 +199,9 @@ async def test_a_call_without_the_right_token_is_401_and_writes_nothing(
     resp = await tags_client.post(path, json=body, headers=headers)
     assert resp.status == 401
     assert (await resp.json())["code"] == "unauthorized"
+    # RFC 9110 §11.6.1 and RFC 6750 §3: a 401 names its scheme; a token given is refused
+    challenge = 'Bearer realm="order_tags"' + (', error="invalid_token"' if headers else "")
+    assert resp.headers.getall("WWW-Authenticate") == [challenge]
     assert stored_parts(redis_sync, tags_key("taxi", unique)) == {"fast_info": "kept"}
 
 
@@ -232,7 +248,7 @@ async def test_bad_input_is_400_with_a_json_error_and_changes_nothing(
     tags_client: TestClient, redis_sync: redis.Redis, path: str, body: bytes
 ):
     before = {key: redis_sync.hgetall(key) for key in redis_sync.scan_iter("tags:*")}
-    resp = await tags_client.post(path, data=body, headers=AUTH)
+    resp = await tags_client.post(path, data=body, headers=AUTH_JSON)
     assert resp.status == 400
     error = await resp.json()
     assert set(error) == {"code", "message"} and error["message"]
@@ -246,7 +262,7 @@ async def test_a_body_over_the_limit_is_413_and_changes_nothing(
         b'{"service": "taxi", "orderid": "' + unique.encode() + b'", "tags": {"a": "v"}, "pad": "'
     )
     body += b"x" * (64 * 1024) + b'"}'
-    resp = await tags_client.post("/v1/tags/set", data=body, headers=AUTH)
+    resp = await tags_client.post("/v1/tags/set", data=body, headers=AUTH_JSON)
     assert resp.status == 413
     assert (await resp.json())["code"] == "payload_too_large"
     assert not redis_sync.exists(tags_key("taxi", unique))

@@ -67,7 +67,8 @@ async def test_bad_input_is_a_400_with_a_json_error(
     if path == "/4.0/launch" and isinstance(body, dict) and "supported_services" not in body:
         payload = body_bytes({**body, "supported_services": ["taxi"]})
     keys_before = sorted(redis_sync.scan_iter("tags:*"))
-    resp = await client.post(path, data=payload, headers={"X-Yandex-UID": "u"})
+    headers = {"X-Yandex-UID": "u", "Content-Type": "application/json"}
+    resp = await client.post(path, data=payload, headers=headers)
     assert resp.status == 400, await resp.text()
     error = await resp.json()
     assert error["code"] == code and error["message"]

@@ -368,7 +368,8 @@ async def test_part_requests_need_1_to_3_orders_a_user_and_json(
         b'{"orders": [{"orderid": 1}]}',
         b'{"orders": [{"orderid": "a"}, {"orderid": "a"}]}',
     ):
-        resp = await orders_state.post(FAST, data=bad, headers={"X-Yandex-UID": unique})
+        headers = {"X-Yandex-UID": unique, "Content-Type": "application/json"}
+        resp = await orders_state.post(FAST, data=bad, headers=headers)
         assert resp.status == 400, bad
         assert set(await resp.json()) == {"code", "message"}
     resp = await orders_state.post(FAST, json={"orders": [{"orderid": "a"}]})
