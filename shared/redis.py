@@ -15,6 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
+from shared.errors import StartupError
 
 RedisClient = Redis | RedisCluster
 
@@ -101,7 +102,11 @@ async def redis_client(settings: RedisSettings) -> AsyncIterator[RedisClient]:
     embedded: EmbeddedRedis | None = None
     url = None
     if settings.url is None and settings.cluster_nodes is None:
-        embedded = EmbeddedRedis()
+        try:
+            embedded = EmbeddedRedis()
+        except RuntimeError as exc:
+            # no redis-server (the services' image installs none): the message says what to set
+            raise StartupError(str(exc)) from exc
         await asyncio.to_thread(embedded.start)
         url = embedded.url
     client = create_redis(settings, url)

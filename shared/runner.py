@@ -276,6 +276,11 @@ def run_service(
         loop.run_until_complete(main)
     except (web.GracefulExit, KeyboardInterrupt):
         pass
+    except StartupError as exc:
+        # a resource its setup could not open as configured (no Redis to start): said, no
+        # traceback
+        print(f"{service}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     except OSError as exc:
         # the port is taken (or the address is not ours): say so and exit, no traceback
         print(

