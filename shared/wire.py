@@ -118,6 +118,9 @@ class OrderTags(msgspec.Struct, omit_defaults=True):
     owner: str | None = None
     # the order was in the request's `force`, within its budget: the force counts
     force_honoured: bool = False
+    # when a create made the order's tags, it having none (new, or its tags lost): a client's
+    # tag issued before that was issued before they were lost (unix ms)
+    made_ms: int | None = None
 
 
 class KeptAnswer(msgspec.Struct):
@@ -217,6 +220,9 @@ class OrderParts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     parts: Annotated[list[PartName], msgspec.Meta(min_length=1, max_length=MAX_PARTS)]
     # whose order it is (the user a source listed it for), kept from the order's first write
     user_id: UserId | None = None
+    # the order's version, as its source listed it: the tags made are `v<version>`, the
+    # content tag of the order's data at that version (docs/protocol.md: A fleet)
+    version: Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)] | None = None
 
 
 class TagsCreateRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -212,6 +212,7 @@ def stored_parts(redis_sync: redis.Redis, key: str) -> dict[str, str]:
     stored: dict[str, str] = redis_sync.hgetall(key)
     stored.pop("_created", None)
     stored.pop("_owner", None)
+    stored.pop("_made", None)
     return stored
 
 

@@ -59,6 +59,8 @@ class _Hash:
     parts: dict[str, str] = field(default_factory=dict)
     created_ms: int | None = None
     owner: str | None = None
+    # when a create made its tags, it having none
+    made_ms: int | None = None
 
 
 @dataclass
@@ -194,6 +196,7 @@ class SimTagStore:
                     stored.created_ms,
                     stored.owner,
                     key in honoured,
+                    stored.made_ms,
                 )
             )
         entries: list[ListEntry] = []
@@ -238,7 +241,12 @@ class SimTagStore:
         for order in orders:
             key = OrderKey(order.service, order.orderid)
             self.create_log.append(CreateRecord(self.now_ms(), key, order.user_id))
-            created[key] = self._write(key, dict.fromkeys(order.parts, ""), order.user_id, True)
+            # as order_tags makes them (shared.protocol.tags.made_tag): the order's version, or
+            # a tag that says when it was made
+            content = f"v{order.version}" if order.version is not None else ""
+            created[key] = self._write(
+                key, dict.fromkeys(order.parts, content), order.user_id, True
+            )
         return created
 
     # --- the writers' calls (order_tags' set, bump, delete, lists/bump) ------------------------
@@ -250,6 +258,7 @@ class SimTagStore:
         when the order's first tag was written, its owner kept from the first write that
         names one, and the change published."""
         stored = self._orders.setdefault(key, _Hash())
+        had_tags = bool(stored.parts)
         changed = False
         for part, content in parts.items():
             if only_if_absent and part in stored.parts:
@@ -262,6 +271,8 @@ class SimTagStore:
         if changed:
             if stored.created_ms is None:
                 stored.created_ms = self.now_ms()
+            if only_if_absent and not had_tags:
+                stored.made_ms = self.now_ms()
             self._publish(tags_channel(key.service, key.orderid))
         return dict(stored.parts)
 

@@ -132,16 +132,19 @@ class OrdersStateEngine:
         read: TagsRead | None,
         creatable: set[OrderKey],
         user_id: str,
-    ) -> StoredTags | None:
+        order_versions: dict[OrderKey, int],
+    ) -> tuple[StoredTags, dict[OrderKey, int]] | None:
         """The tags of the orders the sources listed: those the poll's first read had, and
-        the rest read now (a new order); None when the tag cache is unavailable. Tags are
-        made only for the `creatable` orders: those a current answer, just asked, lists for
-        this user. A kept or lagging answer may still list an order that has finished (its
-        tags deleted), which must not get tags again with no owner for a day."""
+        the rest read now (a new order), with when a create made each order's tags; None
+        when the tag cache is unavailable. Tags are made only for the `creatable` orders:
+        those a current answer, just asked, lists for this user, with the `order_versions`
+        it listed. A kept or lagging answer may still list an order that has finished (its tags
+        deleted), which must not get tags again with no owner for a day."""
         if read is None:
             return None
         stored: StoredTags = {key: read.tags[key] for key in keys if key in read.tags}
         owners = dict(read.owners)
+        made_ms = dict(read.made_ms)
         unread = [key for key in keys if key not in read.tags]
         if unread:
             more = await self.tag_cache.read(unread, [])
@@ -149,6 +152,7 @@ class OrdersStateEngine:
                 return None
             stored.update(more.tags)
             owners.update(more.owners)
+            made_ms.update(more.made_ms)
         # every tagged part (of every served version) gets a content tag before the answer, so
         # a part fetched right after this poll is issued a tag that stays valid: all of them
         # for a new or expired order, and a part its hash lacks (one a new policy version
@@ -169,8 +173,12 @@ class OrdersStateEngine:
                 # owner's force)
                 missing[key] = list(tagged)
         if missing:
-            stored.update(await self.tag_cache.create_missing(missing, user_id))
-        return stored
+            made = await self.tag_cache.create_missing(missing, user_id, order_versions)
+            stored.update(made)
+            now_ms = int(time.time() * 1000)
+            for key in made:
+                made_ms.setdefault(key, now_ms)
+        return stored, made_ms
 
     def _actual(
         self,
@@ -183,6 +191,7 @@ class OrdersStateEngine:
         cache: CacheState,
         now_ms: int,
         force_honoured: bool,
+        tags_made_ms: int | None,
     ) -> tuple[ActualOrder, int | None]:
         """An order of an available source, decided by the policy version the client is
         answered by, and when a part the min TTL holds back becomes needed. Each part of any
@@ -199,6 +208,7 @@ class OrdersStateEngine:
             now_ms=now_ms,
             timings=self.config.timings,
             refetch_phase=refetch_phase(service, source_order.orderid),
+            tags_made_ms=tags_made_ms,
         )
         for part in decision.need_request:
             self.metrics.need_request.labels(service, part).inc()
@@ -314,7 +324,13 @@ class OrdersStateEngine:
         # order that has finished since (its tags deleted, its list bump not read yet), and
         # tags made for it again would also open its created grace, showing it for 10 s more
         creatable = {key for key in keys if key.service in current}
-        stored = await self._stored_tags(keys, read, creatable, user_id)
+        order_versions = {
+            key: order.version
+            for (_, order), key in zip(listed, keys, strict=True)
+            if order.version is not None
+        }
+        looked = await self._stored_tags(keys, read, creatable, user_id, order_versions)
+        stored, made_ms = looked if looked is not None else (None, {})
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
         known_by_key = {k.key: k for k in known}
@@ -329,6 +345,7 @@ class OrdersStateEngine:
                 cache=cache,
                 now_ms=now_ms,
                 force_honoured=read is not None and key in read.force_honoured,
+                tags_made_ms=made_ms.get(key),
             )
             for (service, source_order), key in zip(listed, keys, strict=True)
         ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -40,6 +40,8 @@ class TagsRead:
     owners: dict[OrderKey, str] = field(default_factory=dict)
     # the forced orders whose force counts: within their budget, counted by every replica
     force_honoured: set[OrderKey] = field(default_factory=set)
+    # when a create made each order's tags, it having none (new, or its tags lost)
+    made_ms: dict[OrderKey, int] = field(default_factory=dict)
 
 
 T = TypeVar("T")
@@ -160,6 +162,8 @@ class TagCache:
                     read.created_ms[key] = order.created_ms
                 if order.owner is not None:
                     read.owners[key] = order.owner
+                if order.made_ms is not None:
+                    read.made_ms[key] = order.made_ms
             for entry in chunk.lists:
                 read.lists[entry.service] = entry
         return read
@@ -173,15 +177,20 @@ class TagCache:
             self.metrics.tag_cache_call("keep_failed").inc()
 
     async def create_missing(
-        self, missing: dict[OrderKey, list[str]], owner: str | None = None
+        self,
+        missing: dict[OrderKey, list[str]],
+        owner: str | None = None,
+        versions: Mapping[OrderKey, int] | None = None,
     ) -> dict[OrderKey, dict[str, str]]:
         """Create content tags for the parts orders lack (all of them when an order is new or
         expired), only where absent, so a feature's tag written meanwhile wins: one call for
-        all the orders (one per hundred). `owner`: the user a source listed them for. Returns
-        every tag stored afterwards for each order; none when the write failed (the parts are
-        then fetched again later, never lost)."""
+        all the orders (one per hundred). `owner`: the user a source listed them for;
+        `versions`: each order's version as its source listed it, which the tags made carry.
+        Returns every tag stored afterwards for each order; none when the write failed (the
+        parts are then fetched again later, never lost)."""
+        versions = versions or {}
         requests = [
-            OrderParts(key.service, key.orderid, parts, owner)
+            OrderParts(key.service, key.orderid, parts, owner, versions.get(key))
             for key, parts in missing.items()
             if parts
         ]

@@ -39,6 +39,7 @@ async def get_tags(request: web.Request) -> web.Response:
                     stored.created_ms,
                     stored.owner,
                     order in honoured_orders,
+                    stored.made_ms,
                 )
                 for order, stored in zip(body.orders, read.orders, strict=True)
             ],
@@ -107,7 +108,7 @@ async def create_tags(request: web.Request) -> web.Response:
     body = await read_json(request, _create)
     stored = await request.app[TAG_STORE].create_many(
         [
-            (wire.OrderKey(order.service, order.orderid), order.parts, order.user_id)
+            (wire.OrderKey(order.service, order.orderid), order.parts, order.user_id, order.version)
             for order in body.orders
         ]
     )

@@ -21,7 +21,7 @@ from services.order_tags.scripts import (
     SET_TAGS_SCRIPT,
 )
 from shared.errors import BadRequest, RedisUnavailable
-from shared.protocol.tags import new_content_tag, new_content_tags
+from shared.protocol.tags import made_tag, new_content_tag, new_content_tags
 from shared.redis import RedisClient, force_key, kept_answer_key, list_key, tags_key
 from shared.wire import MAX_PARTS, ForcedOrder, ListKey, OrderKey
 
@@ -30,6 +30,8 @@ T = TypeVar("T")
 # the hash fields beside the parts (the scripts name them too)
 CREATED_FIELD = "_created"
 OWNER_FIELD = "_owner"
+# when a create made the tags of an order that had none (scripts.SET_TAGS_SCRIPT)
+MADE_FIELD = "_made"
 
 
 class KeptEntry(NamedTuple):
@@ -73,6 +75,8 @@ class StoredOrder(NamedTuple):
     created_ms: int | None
     # whose order it is, when the writer said
     owner: str | None
+    # when a create made its tags, the order having none (unix ms)
+    made_ms: int | None = None
 
 
 class StoredList(NamedTuple):
@@ -94,13 +98,16 @@ class StoredRead(NamedTuple):
 
 
 def split_created(stored: dict[str, str] | None) -> StoredOrder:
-    """An order's hash as its parts, when its first tag was written, and its owner."""
+    """An order's hash as its parts, when its first tag was written, its owner, and when a
+    create made its tags (it had none)."""
     if not stored:
         return StoredOrder(None, None, None)
     created = stored.pop(CREATED_FIELD, None)
     owner = stored.pop(OWNER_FIELD, None)
+    made = stored.pop(MADE_FIELD, None)
     created_ms = int(created) if created is not None and created.isdigit() else None
-    return StoredOrder(stored or None, created_ms, owner)
+    made_ms = int(made) if made is not None and made.isdigit() else None
+    return StoredOrder(stored or None, created_ms, owner, made_ms)
 
 
 _TOO_MANY_PARTS = re.compile(r"too_many_parts (\d+) (\d+)")
@@ -343,20 +350,21 @@ class RedisTagStore:
         return await self._run(operation, hedge=False, parts=len(tags))
 
     async def create_many(
-        self, orders: Sequence[tuple[OrderKey, Sequence[str], str | None]]
+        self, orders: Sequence[tuple[OrderKey, Sequence[str], str | None, int | None]]
     ) -> list[dict[str, str]]:
-        """New unique content tags for these parts of many orders, each only where absent (a
-        feature's tag written meanwhile wins), in one pipeline: one round trip. Returns what
-        each order stores afterwards. Each order is its own atomic script: on a cluster the
-        pipeline is split by shard, and the orders' keys are on many. The third of each
-        triple is whose order it is, kept if it is the order's first write."""
+        """Content tags for these parts of many orders, each only where absent (a feature's
+        tag written meanwhile wins), in one pipeline: one round trip. Returns what each order
+        stores afterwards. Each order is its own atomic script: on a cluster the pipeline is
+        split by shard, and the orders' keys are on many. The third of each is whose order it
+        is, kept if it is the order's first write; the fourth its version, which the tags
+        made carry (shared.protocol.tags.made_tag)."""
 
         async def operation() -> list[dict[str, str]]:
             pipe = self.redis.pipeline(transaction=False)
-            for order, parts, owner in orders:
+            for order, parts, owner, version in orders:
                 args: list[str | int] = [self.ttl_s, 1, int(self.publish), owner or "", MAX_PARTS]
                 for part in dict.fromkeys(parts):
-                    args += [part, new_content_tag(created=True)]
+                    args += [part, made_tag(version)]
                 pipe.eval(SET_TAGS_SCRIPT, 1, tags_key(order.service, order.orderid), *args)
             results: list[list[str]] = await pipe.execute()
             return [
@@ -364,7 +372,7 @@ class RedisTagStore:
                 for flat in results
             ]
 
-        return await self._run(operation, parts=sum(len(parts) for _, parts, _ in orders))
+        return await self._run(operation, parts=sum(len(parts) for _, parts, _, _ in orders))
 
     async def bump(self, service: str, orderid: str, parts: Sequence[str]) -> dict[str, str]:
         """New unique content tags for these parts; returns them."""

@@ -45,10 +45,12 @@ def part_needed(
     now_ms: int,
     timings: TagTimings,
     refetch_phase: float = 0.0,
+    tags_made_ms: int | None = None,
 ) -> bool:
     """The five rules, in the protocol's order, for one tag_defined part. `refetch_phase` (in
     [0, 1), fixed per order) places the order's first refetch of an outage in the degraded
-    TTL after the outage began."""
+    TTL after the outage began; `tags_made_ms`: when a create made the order's stored tags,
+    the order having none (unix ms), if it did."""
     # 1. missing or invalid client tag
     if client_tag is None:
         return True
@@ -77,18 +79,39 @@ def part_needed(
         # spread as the tags were issued, not everything 2 s after it
         return force or age_ms >= timings.degraded_min_ttl_ms
     # 5. changed: now if forced, else once the min TTL has passed
-    return force or now_ms >= _changed_due_ms(client_tag, stored_content, timings, refetch_phase)
+    return force or now_ms >= _changed_due_ms(
+        client_tag, stored_content, timings, refetch_phase, tags_made_ms
+    )
+
+
+# a client tag issued this long before a create made the order's tags is older than them: more
+# than any clock skew between a BFF and Redis, less than a poll
+MADE_AGAIN_MARGIN_MS = 1000
 
 
 def _changed_due_ms(
-    client_tag: ClientTag, stored_content: str | None, timings: TagTimings, refetch_phase: float
+    client_tag: ClientTag,
+    stored_content: str | None,
+    timings: TagTimings,
+    refetch_phase: float,
+    tags_made_ms: int | None = None,
 ) -> int:
     """When a changed part is due (rule 5). A stored tag that was created because the order
     had none differs from the client's because the tags were lost (Redis came back empty,
     or they expired), not because the data changed: it is due at the order's own moment in
-    the degraded TTL after the creation, so that losing every tag at once is no burst."""
+    the degraded TTL after the creation, so that losing every tag at once is no burst. Such a
+    tag says when it was made (`n<ms>`), or, made with the order's version (`v<version>`), is
+    told by the client's tag being older than the create that made the order's tags
+    (`tags_made_ms`): an app holds a tag of an order from before its tags were made only if
+    they were lost and made again."""
     due = client_tag.issued_ms + timings.min_ttl_ms
     created = created_at_ms(stored_content)
+    if (
+        created is None
+        and tags_made_ms is not None
+        and client_tag.issued_ms < tags_made_ms - MADE_AGAIN_MARGIN_MS
+    ):
+        created = tags_made_ms
     if created is not None and client_tag.content is not None:
         due = max(due, created + int(refetch_phase * timings.degraded_min_ttl_ms))
     return due
@@ -103,6 +126,7 @@ def part_due_at_ms(
     cache: CacheState,
     timings: TagTimings,
     refetch_phase: float = 0.0,
+    tags_made_ms: int | None = None,
 ) -> int | None:
     """When a part that a TTL holds back (rule 5, or a degraded tag after the cache's return;
     not forced) becomes needed; None for a part no passing of time alone makes needed. A
@@ -113,7 +137,7 @@ def part_due_at_ms(
         return None
     if client_tag.degraded:
         return client_tag.issued_ms + timings.degraded_min_ttl_ms
-    return _changed_due_ms(client_tag, stored_content, timings, refetch_phase)
+    return _changed_due_ms(client_tag, stored_content, timings, refetch_phase, tags_made_ms)
 
 
 @dataclass(frozen=True)
@@ -136,6 +160,7 @@ def decide_parts(
     now_ms: int,
     timings: TagTimings,
     refetch_phase: float = 0.0,
+    tags_made_ms: int | None = None,
 ) -> PartsDecision:
     """need_request (by ascending priority) and the valid client tags of one actual order."""
     need: list[str] = []
@@ -158,6 +183,7 @@ def decide_parts(
             now_ms=now_ms,
             timings=timings,
             refetch_phase=refetch_phase,
+            tags_made_ms=tags_made_ms,
         ):
             need.append(rule.part_name)
             continue
@@ -169,6 +195,7 @@ def decide_parts(
             cache=cache,
             timings=timings,
             refetch_phase=refetch_phase,
+            tags_made_ms=tags_made_ms,
         )
         if due_at is not None:
             due.append(due_at)

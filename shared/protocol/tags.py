@@ -47,6 +47,17 @@ def new_content_tag(*, created: bool = False, now_ms: int | None = None) -> str:
     return f"{prefix}{millis:x}-{base64.urlsafe_b64encode(os.urandom(6)).decode()}"
 
 
+def made_tag(version: int | None) -> str:
+    """The content tag made for a part that has none (a new order, or one whose tags were
+    lost): `v<version>` when its source gave the order's version (the content tag of the
+    order's data at that version, as its features write them: an upstream gets the version it
+    can use, and an app that holds the part at that version needs nothing), else a unique one
+    that says when it was made."""
+    if version is not None:
+        return f"v{version}"
+    return new_content_tag(created=True)
+
+
 def new_content_tags(count: int) -> list[str]:
     """`count` content tags as `new_content_tag` makes them, with one clock read and one
     draw of random bytes for all: a read that makes a tag for each of its lists."""

@@ -17,7 +17,7 @@ from shared import wire
 from shared.errors import OrderTagsRejected, OrderTagsUnavailable
 from shared.protocol.allowed_changes import SourceAllowance
 from shared.protocol.circuit import CircuitBreaker
-from shared.protocol.tags import new_content_tag
+from shared.protocol.tags import made_tag
 from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
 from shared.wire import OrderKey
 
@@ -100,7 +100,7 @@ class FakeOrderTags:
             key = OrderKey(order.service, order.orderid)
             current = self.stored.setdefault(key, {})
             for part in order.parts:
-                current.setdefault(part, new_content_tag(created=True))
+                current.setdefault(part, made_tag(order.version))
             if order.user_id is not None:
                 self.owners.setdefault(key, order.user_id)
             created[key] = dict(current)

@@ -18,6 +18,7 @@ from shared.protocol.tags import (
     created_at_ms,
     decode_tag,
     encode_tag,
+    made_tag,
     new_content_tag,
     refetch_phase,
 )
@@ -280,6 +281,70 @@ def test_tags_lost_and_created_again_are_refetched_at_the_orders_moment_not_all_
     # force (after a user change) still skips the wait
     assert part_needed(
         rule(), old, created, force=True, cache=CACHE_UP, now_ms=NOW, timings=T, refetch_phase=0.5
+    )
+
+
+def test_tags_made_again_with_the_orders_version_need_nothing_the_app_holds_at_it():
+    """Tags lost and made again carry the order's version (`v<version>`, as its source listed
+    it): a part the app holds at that version is unchanged (rule 4), not refetched."""
+    assert made_tag(17) == "v17"
+    assert not part_needed(
+        rule(), tag("v17", 60_000), made_tag(17), force=False, cache=CACHE_UP, now_ms=NOW, timings=T
+    )
+
+
+def test_tags_made_again_with_a_version_the_app_lacks_are_refetched_at_the_orders_moment():
+    """The app holds the part at v16, the order is at v17 and its tags were lost and made
+    again 1 s ago: the app's tag is older than the order's tags, so they were made again
+    (they say no time of their own): the part is due at the order's moment in the degraded
+    TTL after they were made, not at once with every other order's."""
+    made_ms = NOW - 1_000
+    old = tag("v16", 60_000)
+
+    def due_at(phase: float) -> int | None:
+        return part_due_at_ms(
+            rule(),
+            old,
+            made_tag(17),
+            force=False,
+            cache=CACHE_UP,
+            timings=T,
+            refetch_phase=phase,
+            tags_made_ms=made_ms,
+        )
+
+    assert due_at(0.5) == made_ms + 5_000
+    assert due_at(0.0) == made_ms  # the first moment of the spread: when they were made
+    assert not part_needed(
+        rule(),
+        old,
+        made_tag(17),
+        force=False,
+        cache=CACHE_UP,
+        now_ms=NOW,
+        timings=T,
+        refetch_phase=0.5,
+        tags_made_ms=made_ms,
+    )
+
+
+def test_a_change_after_the_orders_tags_were_written_is_due_after_the_min_ttl_alone():
+    """An app's tag issued after the order's tags were first written (a new order's parts,
+    fetched after its poll made them) and a change since: rule 5's min TTL, no spread."""
+    made_ms = NOW - 30_000
+    fetched = tag("v16", 25_000)
+    assert (
+        part_due_at_ms(
+            rule(),
+            fetched,
+            "v17",
+            force=False,
+            cache=CACHE_UP,
+            timings=T,
+            refetch_phase=0.9,
+            tags_made_ms=made_ms,
+        )
+        == fetched.issued_ms + T.min_ttl_ms
     )
 
 
