@@ -69,8 +69,8 @@ async def typed_post(
 async def test_every_answer_of_the_client_facing_services_says_no_store(
     orders_state: TestClient, launch: TestClient, emulator: TestClient, unique: str
 ):
-    """Answers of every kind, on every route: served (200), refused (401, 415), bad (400),
-    no such route (404, 405), and /ping and /metrics."""
+    """Answers of every kind, on every route: served (200, 204), refused (401, 415), bad
+    (400), no such route (404, 405), and /ping and /metrics."""
     order = await create_order(emulator, unique)
     orderid = order["orderid"]
     user = {"X-Yandex-UID": unique}
@@ -93,6 +93,15 @@ async def test_every_answer_of_the_client_facing_services_says_no_store(
             resp = await client.get(path)
             assert resp.headers.getall("Cache-Control") == ["no-store"], path
             seen.add((path, resp.status))
+    # nothing new: a 204, with no body, and no cache keeps that either
+    poll = {"supported_services": ["taxi"]}
+    first = await orders_state.post("/mlutp/v1/orders/state", json=poll, headers=user)
+    answer_tag = (await first.json())["answer_tag"]
+    resp = await orders_state.post(
+        "/mlutp/v1/orders/state", json={**poll, "answer_tag": answer_tag}, headers=user
+    )
+    assert resp.status == 204
+    assert resp.headers.getall("Cache-Control") == ["no-store"]
     # each kind of answer was among those checked, the served ones with their data
     for served in ("/4.0/launch", "/mlutp/v1/orders/state", "/mlutp/v1/taxi/fast_info", LEGACY):
         assert (served, 200) in seen, served
