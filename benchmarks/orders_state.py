@@ -46,13 +46,15 @@ async def state(request):
     session = request.app[SESSION]
     uid = {"X-Yandex-UID": request.headers["X-Yandex-UID"]}
     async def source(url):
-        async with session.post(url, data=b"{}", headers=uid) as r:
+        async with session.post(url, data=b"{}",
+                                headers={**uid, "Content-Type": "application/json"}) as r:
             return decoder.decode(await r.read())
     results = await asyncio.gather(*(source(u) for u in SOURCES))
     orders = [{"service": s, "orderid": o["orderid"]}
               for s, res in zip(("taxi", "eats"), results) for o in res["orders"]]
     async with session.post(TAGS_URL, data=encoder.encode({"orders": orders}),
-                            headers={"Authorization": "Bearer " + TOKEN}) as r:
+                            headers={"Authorization": "Bearer " + TOKEN,
+                                     "Content-Type": "application/json"}) as r:
         tags = decoder.decode(await r.read())
     out = {"orders": [{**o, "tags": t["tags"], "need_request": [], "update_status": "actual"}
                       for o, t in zip(orders, tags["orders"])], "allowed_changes": []}

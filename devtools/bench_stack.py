@@ -33,7 +33,9 @@ def wait_http(url: str, timeout_s: float = 20.0) -> None:
 
 
 def post_json(url: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
+    # the services answer a body not sent as application/json with a 415
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     with urllib.request.urlopen(request, timeout=5) as response:
         data: bytes = response.read()
         return data
