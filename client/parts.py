@@ -93,8 +93,11 @@ def apply_part(
         backoff = min(options.backoff_cap_s, options.backoff_base_s * 2 ** (part.failures - 1))
         part.retry_at = now + backoff * rng.uniform(0.5, 1.0)
         return PartOutcome.FAILED
-    # the part's fields, exactly: one absent from the answer is deleted
-    part.fields = {name: result[name] for name in rule.fields if name in result}
+    # `unchanged`: the part the app holds is current; it keeps its fields under the new tag
+    # (not "every field absent"). Otherwise the part's fields, exactly: one absent from the
+    # answer is deleted
+    if result.get("unchanged") is not True:
+        part.fields = {name: result[name] for name in rule.fields if name in result}
     part.tag = result.get("tag")
     part.arrived, part.stale, part.failures, part.retry_at = True, False, 0, 0.0
     part.fetched_at = now

@@ -92,9 +92,13 @@ export const parts = {
       part.retryAt = Date.now() + backoff * (0.5 + Math.random() / 2);
       return false;
     }
-    // the part's fields, exactly: one absent from the answer is deleted
-    part.fields = {};
-    for (const name of rule.fields) if (name in result) part.fields[name] = result[name];
+    // `unchanged`: the part the app holds is current; it keeps its fields under the new tag
+    // (not "every field absent"). Otherwise the part's fields, exactly: one absent from the
+    // answer is deleted
+    if (result.unchanged !== true) {
+      part.fields = {};
+      for (const name of rule.fields) if (name in result) part.fields[name] = result[name];
+    }
     part.tag = result.tag ?? null;
     Object.assign(part, { arrived: true, stale: false, failures: 0, retryAt: 0 });
     part.fetchedAt = Date.now();

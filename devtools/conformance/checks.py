@@ -188,6 +188,7 @@ def tags_sent_back(
             if target is None or target[1] == "route":
                 continue
             for result in (exchange.answer or {}).get("orders", []):
+                # a part answered `unchanged` has a new tag too: the client holds that one
                 if "error" not in result and result.get("tag"):
                     held.setdefault(result["orderid"], {})[target[1]] = result["tag"]
     return problems

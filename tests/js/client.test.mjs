@@ -28,6 +28,7 @@ class Server {
     this.hold = new Map(); // part name → a promise its answers wait for
     this.failing = new Set(); // part names answered with an error
     this.shedding = false; // orders/state answered 503, as admission control sheds a poll
+    this.needAnyway = new Set(); // part names listed in need_request even when current
     this.versions = { taxi: "v1", grocery: "v1" }; // the policy versions a client is to hold
     this.fetch = this.fetch.bind(this);
   }
@@ -57,8 +58,9 @@ class Server {
       const need = [];
       for (const rule of RULES.filter((r) => r.service === order.service)) {
         if (rule.polling_type !== "tag_defined") continue;
-        if (held[rule.part_name] === order.tags[rule.part_name]) tags[rule.part_name] = held[rule.part_name];
-        else need.push(rule.part_name);
+        const current = held[rule.part_name] === order.tags[rule.part_name];
+        if (current) tags[rule.part_name] = held[rule.part_name];
+        if (!current || this.needAnyway.has(rule.part_name)) need.push(rule.part_name);
       }
       return {
         orderid: order.orderid, service: order.service, status: order.status,
@@ -100,8 +102,10 @@ class Server {
     await this.hold.get(rule.part_name);
     if (this.failing.has(rule.part_name)) return json({ code: "upstream" }, {}, 500);
     return json({
-      orders: body.orders.map(({ orderid }) => {
+      orders: body.orders.map(({ orderid, tag }) => {
         const order = this.orders.find((o) => o.orderid === orderid);
+        // a part the app already holds: a new tag, no fields (docs/protocol.md: Part endpoints)
+        if (tag === order.tags[rule.part_name]) return { orderid, tag, unchanged: true };
         return { orderid, tag: order.tags[rule.part_name], ...order.data[rule.part_name] };
       }),
     });
@@ -245,6 +249,21 @@ test("a reloaded app shows its orders at once and fetches nothing unchanged", as
   assert.equal(after.traffic.partRequests, 0);
   assert.deepEqual(after.view().map((v) => v.data), shown);
   assert.ok(after.view().every((v) => !v.loading && v.updateStatus === "actual"));
+});
+
+test("a part answered unchanged keeps its fields: it is not every field absent", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  const shown = client.view()[0].data;
+  server.needAnyway.add("fast_info");
+  server.events.length = 0;
+  await client.cycle();
+  const [asked] = server.requests("/fast_info");
+  assert.ok(asked.body.orders[0].tag, "the part is asked with the tag the app holds");
+  assert.deepEqual(client.view()[0].data, shown);
+  assert.equal(client.view()[0].data.eta, 5);
 });
 
 test("a poll sends back its answer_tag, and a 204 keeps the answer", async () => {

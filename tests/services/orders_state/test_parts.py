@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from shared.protocol.tags import decode_tag
 from shared.redis import list_key, tags_key
-from tests.emulator_api import calls, change, create_order_id, set_fault, stats, totw
+from tests.emulator_api import advance, calls, change, create_order_id, set_fault, stats, totw
 from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, MakeApp, poll
 from tests.raw_http import raw_post
 
@@ -169,6 +169,10 @@ async def test_headers_body_fields_and_the_content_tag_reach_the_upstream_never_
         "supported": ["feature1"],
         "position": {"point": [37.5, 55.7], "dx": 1009},
     }
+    held = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
+    # the order moves on: the part the client holds is no longer current (one that is costs
+    # no upstream call: it is answered `unchanged`)
+    await advance(emulator, "taxi", orderid)
     headers = {"User-Agent": "app/1", "X-Request-Id": "r1", "Accept-Language": "en"}
     body = {**request_fields, "orders": [{"orderid": orderid, "tag": client_tag}]}
     await asyncio.sleep(MIN_TTL_S)  # past the recent memo: a call of its own
@@ -178,11 +182,12 @@ async def test_headers_body_fields_and_the_content_tag_reach_the_upstream_never_
     assert last["headers"] == {"X-Yandex-UID": unique, **headers}
     # the content tag the client holds for the part (the order_proc version), not its tag
     content = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
-    assert content is not None and content.startswith("v")
+    assert held is not None and held.startswith("v")
+    assert content is not None and content.startswith("v") and content != held
     assert last["body"] == {
         **request_fields,
         "orderid": orderid,
-        "tags": {"fast_info": content},
+        "tags": {"fast_info": held},
         # what order_tags held before the call: the answer is tagged with it
         "at_least": {"fast_info": content},
     }
