@@ -173,11 +173,14 @@ class OrdersStateEngine:
                 # owner's force)
                 missing[key] = list(tagged)
         if missing:
+            # a create that makes the tags of an order that has none notes when (made_ms)
+            had_none = [key for key in missing if stored.get(key) is None]
             made = await self.tag_cache.create_missing(missing, user_id, order_versions)
             stored.update(made)
             now_ms = int(time.time() * 1000)
-            for key in made:
-                made_ms.setdefault(key, now_ms)
+            for key in had_none:
+                if key in made:
+                    made_ms.setdefault(key, now_ms)
         return stored, made_ms
 
     def _actual(

@@ -88,6 +88,22 @@ async def test_tags_that_name_no_owner_are_given_the_user_its_source_listed_them
     assert tags.calls[2:] == ["get"]
 
 
+async def test_a_change_on_tags_that_only_needed_their_owner_named_is_due_after_the_min_ttl():
+    """Naming the owner of tags a feature's bump wrote makes no tag: a part the client holds
+    at older content is due after the min TTL, not spread as a part whose tags were lost and
+    made again (the simulation's seed 40433 waited 5 s more for it)."""
+    tags = FakeOrderTags()
+    key = OrderKey("taxi", "t1")
+    tags.stored[key] = dict.fromkeys(POLICY.services["taxi"].tagged_parts, "v2")
+    held = encode_tag(POLICY.version("taxi"), "v1", int(time.time() * 1000) - 60_000)
+    client = {"orderid": "t1", "service": "taxi", "status": "driving", "tags": {"fast_info": held}}
+    bff = engine(tags, taxi=FakeSource([("t1", "driving", T0)]))
+    result = await bff.look(poll(known(client), ["taxi"]))
+    assert tags.calls == ["get", "create"]
+    [order] = result.orders
+    assert "fast_info" in order.need_request
+
+
 async def test_a_known_order_of_an_unavailable_source_comes_back_as_the_client_sent_it():
     tags = FakeOrderTags()
     eats = FakeSource([("e1", "cooking", T0)])
