@@ -118,8 +118,8 @@ class OrderTags(msgspec.Struct, omit_defaults=True):
     owner: str | None = None
     # the order was in the request's `force`, within its budget: the force counts
     force_honoured: bool = False
-    # when a create made the order's tags, it having none (new, or its tags lost): a client's
-    # tag issued before that was issued before they were lost (unix ms)
+    # when a create last made any of the order's tags (new, or lost): a client's tag issued
+    # before that was issued before they were lost (unix ms)
     made_ms: int | None = None
 
 

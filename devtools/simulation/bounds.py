@@ -13,6 +13,9 @@ MIN_TTL_S = SETTINGS.min_ttl_s
 # wake-up was lost until a full look, at most this long after that look
 KEPT_LOOK_S = KEPT_AGE_SPREAD_FROM * LIST_MAX_AGE_S
 DEGRADED_TTL_S = SETTINGS.degraded_min_ttl_s
+# a known order its source does not list is kept (stale) this long after its tags were made,
+# while they exist
+CREATED_GRACE_S = SETTINGS.created_grace_s
 FORCE_PER_MINUTE = SETTINGS.force_per_order_per_minute
 TAGS_DEADLINE_S = SETTINGS.tags_deadline_s
 # one look at its longest: the tag read (behind the joined reads in flight), the sources, the

@@ -6,7 +6,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from devtools.simulation.bounds import DEGRADED_TTL_S, KEPT_LOOK_S, MIN_TTL_S, SEEN_WITHIN_S
+from devtools.simulation.bounds import (
+    CREATED_GRACE_S,
+    DEGRADED_TTL_S,
+    KEPT_LOOK_S,
+    MIN_TTL_S,
+    SEEN_WITHIN_S,
+)
 from devtools.simulation.check_base import CheckerBase
 from devtools.simulation.trace import status_index
 from devtools.simulation.writers import BACKOFF_CAP_S, RESTART_S
@@ -182,6 +188,14 @@ class FreshChecks(CheckerBase):
                     continue
                 if change.finished:
                     base = self._landed(change.list_bump_t, change.data_t)
+                    if order.tags_written_t is not None:
+                        # while its tags exist (their delete came later than the list bump: a
+                        # writer died between) a known order its source no longer lists is
+                        # kept, stale, within its created grace (docs/protocol.md: A
+                        # just-created order the source does not list yet)
+                        deleted = self._landed(change.part_bump_t, change.data_t)
+                        grace_end = order.tags_written_t + CREATED_GRACE_S
+                        base = max(base, min(deleted, grace_end))
                     deadline = self._seen_by(base, client.name, service, None, channels)
                     if (
                         deadline is not None

@@ -59,7 +59,7 @@ class _Hash:
     parts: dict[str, str] = field(default_factory=dict)
     created_ms: int | None = None
     owner: str | None = None
-    # when a create made its tags, it having none
+    # when a create last made any of its tags
     made_ms: int | None = None
 
 
@@ -258,7 +258,6 @@ class SimTagStore:
         when the order's first tag was written, its owner kept from the first write that
         names one, and the change published."""
         stored = self._orders.setdefault(key, _Hash())
-        had_tags = bool(stored.parts)
         changed = False
         for part, content in parts.items():
             if only_if_absent and part in stored.parts:
@@ -271,7 +270,7 @@ class SimTagStore:
         if changed:
             if stored.created_ms is None:
                 stored.created_ms = self.now_ms()
-            if only_if_absent and not had_tags:
+            if only_if_absent:
                 stored.made_ms = self.now_ms()
             self._publish(tags_channel(key.service, key.orderid))
         return dict(stored.parts)

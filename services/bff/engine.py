@@ -158,6 +158,8 @@ class OrdersStateEngine:
         # for a new or expired order, and a part its hash lacks (one a new policy version
         # added), which would otherwise carry no content and be refetched for good
         missing: dict[OrderKey, list[str]] = {}
+        # the orders some of whose parts the create makes (not only names the owner of)
+        making: set[OrderKey] = set()
         for key in keys:
             if key not in creatable:
                 continue
@@ -166,6 +168,7 @@ class OrdersStateEngine:
             absent = [part for part in tagged if parts is None or part not in parts]
             if absent:
                 missing[key] = absent
+                making.add(key)
             elif tagged and parts and key not in owners:
                 # tags that name no owner (made again by a feature's bump after a flush):
                 # the create writes no part, but names the user whose source listed it, or
@@ -173,14 +176,14 @@ class OrdersStateEngine:
                 # owner's force)
                 missing[key] = list(tagged)
         if missing:
-            # a create that makes the tags of an order that has none notes when (made_ms)
-            had_none = [key for key in missing if stored.get(key) is None]
             made = await self.tag_cache.create_missing(missing, user_id, order_versions)
             stored.update(made)
+            # a create that makes any of an order's tags notes when (made_ms): a part lost
+            # and made again differs from the client's because it was lost, not changed
             now_ms = int(time.time() * 1000)
-            for key in had_none:
+            for key in making:
                 if key in made:
-                    made_ms.setdefault(key, now_ms)
+                    made_ms[key] = now_ms
         return stored, made_ms
 
     def _actual(

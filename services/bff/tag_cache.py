@@ -40,7 +40,7 @@ class TagsRead:
     owners: dict[OrderKey, str] = field(default_factory=dict)
     # the forced orders whose force counts: within their budget, counted by every replica
     force_honoured: set[OrderKey] = field(default_factory=set)
-    # when a create made each order's tags, it having none (new, or its tags lost)
+    # when a create last made any of each order's tags (new, or lost)
     made_ms: dict[OrderKey, int] = field(default_factory=dict)
 
 

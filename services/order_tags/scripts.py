@@ -7,8 +7,8 @@ from __future__ import annotations
 # KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), owner, the most
 # parts an order may have, then part, content pairs. A write that would take the order past
 # that many parts writes nothing: its answer is the error `too_many_parts <stored> <new>`.
-# A create (only_if_absent) that makes the tags of an order that had none notes when (`_made`):
-# a client's tag older than that was issued before they were lost and made again.
+# A create (only_if_absent) that makes any of an order's tags notes when (`_made`): a client's
+# tag older than that was issued before they were lost and made again.
 # The parts whose content really changed are published on the order's channel
 # (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
 # not for a write that changed nothing (a missing tag created twice, the same tag set again).
@@ -17,7 +17,6 @@ local CREATED_FIELD = "_created"
 local OWNER_FIELD = "_owner"
 local MADE_FIELD = "_made"
 local only_if_absent = ARGV[2] == "1"
-local had_tags = redis.call("EXISTS", KEYS[1]) == 1
 local new_parts = 0
 for i = 6, #ARGV, 2 do
   if redis.call("HEXISTS", KEYS[1], ARGV[i]) == 0 then
@@ -45,7 +44,7 @@ if #changed > 0 then
   local now = redis.call("TIME")
   local now_ms = tostring(now[1] * 1000 + math.floor(now[2] / 1000))
   redis.call("HSETNX", KEYS[1], CREATED_FIELD, now_ms)
-  if only_if_absent and not had_tags then
+  if only_if_absent then
     redis.call("HSET", KEYS[1], MADE_FIELD, now_ms)
   end
 end

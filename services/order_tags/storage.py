@@ -30,7 +30,7 @@ T = TypeVar("T")
 # the hash fields beside the parts (the scripts name them too)
 CREATED_FIELD = "_created"
 OWNER_FIELD = "_owner"
-# when a create made the tags of an order that had none (scripts.SET_TAGS_SCRIPT)
+# when a create last made any of an order's tags (scripts.SET_TAGS_SCRIPT)
 MADE_FIELD = "_made"
 
 
@@ -75,7 +75,7 @@ class StoredOrder(NamedTuple):
     created_ms: int | None
     # whose order it is, when the writer said
     owner: str | None
-    # when a create made its tags, the order having none (unix ms)
+    # when a create last made any of its tags (unix ms)
     made_ms: int | None = None
 
 
@@ -99,7 +99,7 @@ class StoredRead(NamedTuple):
 
 def split_created(stored: dict[str, str] | None) -> StoredOrder:
     """An order's hash as its parts, when its first tag was written, its owner, and when a
-    create made its tags (it had none)."""
+    create last made any of its tags."""
     if not stored:
         return StoredOrder(None, None, None)
     created = stored.pop(CREATED_FIELD, None)

@@ -73,10 +73,12 @@ def part_needed(
     # 4. unchanged content
     if client_tag.content is not None and client_tag.content == stored_content:
         return False
-    if client_tag.degraded:
-        # issued while the cache was down: unknown content, not changed content. Refetched on
-        # the degraded rhythm, so the cache's return costs one degraded TTL of refetches,
-        # spread as the tags were issued, not everything 2 s after it
+    if client_tag.degraded or client_tag.content is None:
+        # issued while the cache was down, or when it held no content for the part (its tags
+        # lost and not made again yet: a source that lags makes none): unknown content, not
+        # changed content. Refetched on the degraded rhythm, so the cache's return costs one
+        # degraded TTL of refetches, spread as the tags were issued, not everything 2 s after
+        # it, and a part with no tag costs its upstream no call per min TTL
         return force or age_ms >= timings.degraded_min_ttl_ms
     # 5. changed: now if forced, else once the min TTL has passed
     return force or now_ms >= _changed_due_ms(
@@ -135,7 +137,7 @@ def part_due_at_ms(
         return None
     if client_tag.content is not None and client_tag.content == stored_content:
         return None
-    if client_tag.degraded:
+    if client_tag.degraded or client_tag.content is None:
         return client_tag.issued_ms + timings.degraded_min_ttl_ms
     return _changed_due_ms(client_tag, stored_content, timings, refetch_phase, tags_made_ms)
 
