@@ -21,7 +21,8 @@ from services.bff.poll import Poll
 from services.bff.ports import OrderSource
 from services.bff.source_calls import SourceCalls
 from services.bff.stale_orders import placed_by, stale_order
-from services.bff.tag_cache import StoredTags, TagCache, TagsRead
+from services.bff.stored_tags import stored_tags
+from services.bff.tag_cache import TagCache
 from shared.answer import (
     ActualOrder,
     AnsweredOrder,
@@ -125,66 +126,6 @@ class OrdersStateEngine:
         if not self.config.list_tags:
             return []
         return [s for s in poll.services if s in self.sources and self.policy.services[s].list_tags]
-
-    async def _stored_tags(
-        self,
-        keys: list[OrderKey],
-        read: TagsRead | None,
-        creatable: set[OrderKey],
-        user_id: str,
-        order_versions: dict[OrderKey, int],
-    ) -> tuple[StoredTags, dict[OrderKey, int]] | None:
-        """The tags of the orders the sources listed: those the poll's first read had, and
-        the rest read now (a new order), with when a create made each order's tags; None
-        when the tag cache is unavailable. Tags are made only for the `creatable` orders:
-        those a current answer, just asked, lists for this user, with the `order_versions`
-        it listed. A kept or lagging answer may still list an order that has finished (its tags
-        deleted), which must not get tags again with no owner for a day."""
-        if read is None:
-            return None
-        stored: StoredTags = {key: read.tags[key] for key in keys if key in read.tags}
-        owners = dict(read.owners)
-        made_ms = dict(read.made_ms)
-        unread = [key for key in keys if key not in read.tags]
-        if unread:
-            more = await self.tag_cache.read(unread, [])
-            if more is None:
-                return None
-            stored.update(more.tags)
-            owners.update(more.owners)
-            made_ms.update(more.made_ms)
-        # every tagged part (of every served version) gets a content tag before the answer, so
-        # a part fetched right after this poll is issued a tag that stays valid: all of them
-        # for a new or expired order, and a part its hash lacks (one a new policy version
-        # added), which would otherwise carry no content and be refetched for good
-        missing: dict[OrderKey, list[str]] = {}
-        # the orders some of whose parts the create makes (not only names the owner of)
-        making: set[OrderKey] = set()
-        for key in keys:
-            if key not in creatable:
-                continue
-            parts = stored.get(key)
-            tagged = self.policy.services[key.service].tagged_parts
-            absent = [part for part in tagged if parts is None or part not in parts]
-            if absent:
-                missing[key] = absent
-                making.add(key)
-            elif tagged and parts and key not in owners:
-                # tags that name no owner (made again by a feature's bump after a flush):
-                # the create writes no part, but names the user whose source listed it, or
-                # its owner's force would never count again (order_tags counts only an
-                # owner's force)
-                missing[key] = list(tagged)
-        if missing:
-            made = await self.tag_cache.create_missing(missing, user_id, order_versions)
-            stored.update(made)
-            # a create that makes any of an order's tags notes when (made_ms): a part lost
-            # and made again differs from the client's because it was lost, not changed
-            now_ms = int(time.time() * 1000)
-            for key in making:
-                if key in made:
-                    made_ms[key] = now_ms
-        return stored, made_ms
 
     def _actual(
         self,
@@ -335,7 +276,9 @@ class OrdersStateEngine:
             for (_, order), key in zip(listed, keys, strict=True)
             if order.version is not None
         }
-        looked = await self._stored_tags(keys, read, creatable, user_id, order_versions)
+        looked = await stored_tags(
+            self.tag_cache, self.policy, keys, read, creatable, user_id, order_versions
+        )
         stored, made_ms = looked if looked is not None else (None, {})
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
