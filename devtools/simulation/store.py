@@ -270,8 +270,9 @@ class SimTagStore:
         if changed:
             if stored.created_ms is None:
                 stored.created_ms = self.now_ms()
-            if only_if_absent:
-                stored.made_ms = self.now_ms()
+            # as SET_TAGS_SCRIPT: a create notes when it made tags, a feature's write that
+            # changes one takes the note away
+            stored.made_ms = self.now_ms() if only_if_absent else None
             self._publish(tags_channel(key.service, key.orderid))
         return dict(stored.parts)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 # parts an order may have, then part, content pairs. A write that would take the order past
 # that many parts writes nothing: its answer is the error `too_many_parts <stored> <new>`.
 # A create (only_if_absent) that makes any of an order's tags notes when (`_made`): a client's
-# tag older than that was issued before they were lost and made again.
+# tag older than that was issued before they were lost and made again. A feature's write that
+# changes a part takes the note away: what differs then is a change, not a loss.
 # The parts whose content really changed are published on the order's channel
 # (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
 # not for a write that changed nothing (a missing tag created twice, the same tag set again).
@@ -46,6 +47,8 @@ if #changed > 0 then
   redis.call("HSETNX", KEYS[1], CREATED_FIELD, now_ms)
   if only_if_absent then
     redis.call("HSET", KEYS[1], MADE_FIELD, now_ms)
+  else
+    redis.call("HDEL", KEYS[1], MADE_FIELD)
   end
 end
 -- the first writer that says whose order it is names it, also where it writes no part: tags

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 from services.bff.config import ProtocolSettings
 from shared.protocol.tags import refetch_phase
 from shared.redis import list_key, tags_key
-from tests.emulator_api import create_order_id
+from tests.emulator_api import change, create_order_id
 from tests.helpers import all_tags, client_tag, poll, stored_parts
 
 DEGRADED_TTL_MS = ProtocolSettings().timings().degraded_min_ttl_ms
@@ -46,3 +46,24 @@ async def test_tags_made_again_carry_the_orders_version_and_need_nothing_held_at
     # the tags were made again, not at once with every other order's
     if refetch_phase("taxi", orderid) * DEGRADED_TTL_MS > 1000:
         assert "rarely_changed" not in answered["need_request"]
+
+
+async def test_a_features_write_after_the_tags_were_made_again_is_a_change_not_a_loss(
+    orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
+):
+    """Once a feature writes a part of an order whose tags were made again, what differs
+    from the app's tag is a change: it is needed after the min TTL, not at the order's moment
+    of the degraded TTL (the note of the make is gone)."""
+    orderid = await create_order_id(emulator, unique, status="driving")
+    _, first, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
+    [order] = first["orders"]
+    held = all_tags(redis_sync, orderid, age_ms=60_000)
+    redis_sync.delete(tags_key("taxi", orderid), list_key("taxi", unique))
+    known = {k: order[k] for k in ("orderid", "service", "status", "version")}
+    await poll(orders_state, unique, {"known_orders": [{**known, "tags": held}]})
+    assert redis_sync.hexists(tags_key("taxi", orderid), "_made")
+    await change(emulator, "taxi", orderid, {"comment": "by the gate"})
+    assert not redis_sync.hexists(tags_key("taxi", orderid), "_made")
+    _, again, _ = await poll(orders_state, unique, {"known_orders": [{**known, "tags": held}]})
+    [answered] = again["orders"]
+    assert "rarely_changed" in answered["need_request"]
