@@ -5,10 +5,11 @@ real haproxy), the tag store's Redis stopped, and one user fetching the three ch
 parts of an order at once: a round per order, each a fresh order (so each round is one
 degraded-memo window, 10 s, of its own). Prints the totw calls per round, side by side:
 
-- routed: the shipped config (by X-Yandex-UID, consistent hashing, bounded at 150 %) on a
+- routed: the shipped config (by X-Yandex-UID, consistent hashing, bounded at 300 %) on a
   fleet in service: other users' requests held in flight on every replica, as a fleet has;
-- routed, idle: the same config with nothing else in flight, where the bound (1.5 times the
-  average of requests in flight, which is ~0) sends a user's second request elsewhere;
+- routed, idle: the same config with nothing else in flight, where the bound (3 times the
+  average of requests in flight, which is ~0; at 150 % it sent a user's second request
+  elsewhere) keeps a user's parts together on 3 replicas;
 - sprayed: the same config with `balance roundrobin` instead.
 
 One process answers the three parts with one call (coalesced; then the memo): that is the

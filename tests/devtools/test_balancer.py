@@ -54,8 +54,8 @@ async def test_one_users_parts_meet_in_one_replica_and_cost_one_call_while_the_s
         assert stack.redis is not None
         stack.redis.stop()
         # other users' requests held on the replicas, as a fleet in service has: the bound
-        # of the balancer's load (1.5 times the average in flight) leaves one user's parts
-        # together (on an idle fleet it would not: benchmarks/fleet_routing.py)
+        # of the balancer's load (3 times the average in flight) leaves one user's parts
+        # together (on an idle fleet of 3 too: benchmarks/fleet_routing.py)
         users = background_users(REPLICAS)
         async with in_service(session, stack, routed.url, users):
             before = await part_requests_by_replica(session, stack, changing_parts())

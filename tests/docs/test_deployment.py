@@ -257,9 +257,10 @@ def test_the_balancer_routes_every_client_facing_service_by_user() -> None:
         [hash_type] = [d for d in directives if d[0] == "hash-type"]
         assert hash_type[1] == "consistent", name
         # bounded: no replica past this share of the average in flight (haproxy's
-        # reasonable range is 125-200 %)
+        # usual range is 125-200 %; the shipped 300 keeps a user's parts together on an
+        # idle fleet of 3, as while the tag store is down: deploy/haproxy/haproxy.cfg)
         [factor] = [d for d in directives if d[0] == "hash-balance-factor"]
-        assert 125 <= int(factor[1]) <= 200, name
+        assert 125 <= int(factor[1]) <= 400, name
     # order_tags serves the services, not users: by turns
     assert ["balance", "roundrobin"] in sections["backend order_tags"]
 
