@@ -1,4 +1,4 @@
-"""Benchmark: load per fleet, through restarts (issue 47 item 5; SPEC: A fleet).
+"""Benchmark: load per fleet, through restarts (issue 47 item 5; docs/protocol.md: A fleet).
 
 Three replicas of orders_state and of launch (devtools.stack.Stack) behind the shipped
 balancer (deploy/haproxy/haproxy.cfg rendered for this machine's ports by

@@ -1,6 +1,6 @@
-"""The windows benchmarks/fleet_load.py judges the fleet's load by (SPEC: A fleet, "the bounds
-above hold in every 5-s window"): every 5-s window, not only the printed 5-s tiles, and per
-order against legacy's one document in 5 s plus a fetch per change of that order."""
+"""The windows benchmarks/fleet_load.py judges the fleet's load by (docs/protocol.md: A fleet,
+the bounds hold in every 5-s window): every 5-s window, not only the printed 5-s tiles, and
+per order against legacy's one document in 5 s plus a fetch per change of that order."""
 
 from __future__ import annotations
 
