@@ -1,4 +1,4 @@
-"""The worked example of docs/protocol.md (For app developers), made from a real run: a taxi
+"""The worked example of docs/clients.md (A worked example), made from a real run: a taxi
 order from launch to its end, every request and answer, printed as markdown.
 
     python -m devtools.worked_example             # on a stack of its own, on free ports

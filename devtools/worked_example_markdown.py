@@ -1,4 +1,4 @@
-"""The worked example's record and its markdown (docs/protocol.md: For app developers): each
+"""The worked example's record and its markdown (docs/clients.md: A worked example): each
 step's exchanges as sent and answered (`Exchange`, `Step`), rendered with long documents
 trimmed to the fields that matter (a `"…"` entry names what was left out), and the skeleton
 of facts that do not change from run to run, which tests/docs/test_worked_example.py compares

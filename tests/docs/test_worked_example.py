@@ -1,4 +1,4 @@
-"""docs/protocol.md's worked example (For app developers) stays true: devtools/worked_example.py
+"""docs/clients.md's worked example (A worked example) stays true: devtools/worked_example.py
 walks the same path against a stack of real processes, and the document must show what the run
 shows: the same requests, in the same order, with the same answer statuses, wait causes, order
 statuses and need_request. Ids, tags, ETags, intervals and the emulator's documents change from
@@ -26,8 +26,8 @@ ENDS = "<!-- end of the worked example -->"
 
 
 def documented() -> str:
-    text = (ROOT / "docs" / "protocol.md").read_text()
-    assert BEGINS in text and ENDS in text, "docs/protocol.md has lost the worked example's marks"
+    text = (ROOT / "docs" / "clients.md").read_text()
+    assert BEGINS in text and ENDS in text, "docs/clients.md has lost the worked example's marks"
     return text.split(BEGINS, 1)[1].split(ENDS, 1)[0]
 
 
