@@ -81,10 +81,20 @@ def watch_cache_deaf(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kept_looks, "kept_look_holds", deaf)
 
 
+def no_version_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Monotonic reads off: no answer is found older than the version its client echoed."""
+
+    def none_behind(*_: Any, **__: Any) -> set[Any]:
+        return set()
+
+    monkeypatch.setattr("services.bff.monotonic_reads.orders_behind", none_behind)
+
+
 SWITCHES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "a": lagging_answer_kept,
     "b": held_polls_look_again,
     "c": kept_ages_unspread,
     "d": force_per_order,
     "e": watch_cache_deaf,
+    "h": no_version_check,
 }
