@@ -29,11 +29,12 @@ WAKEUP_KEEPALIVE_S = 5.0
 # past the cap of waiting polls, the interval given grows by this much (load shedding)
 WAITING_SHED_FACTOR = 2.0
 # hold a waiting re-poll from its client's last look while nothing changed (the watch cache,
-# docs/protocol.md: Waiting poll). Off: the protocol promises that a lost wake-up delays an
-# answer by at most one wait (the next poll's tags see it), and a re-poll held from the last
-# look would miss a wake-up lost on a live connection (a write made around order_tags) until
-# its next full look, up to 0.75 × list_max_age. On, a waiting re-poll with nothing new costs
-# a third of a look (docs/capacity.md: The watch cache)
+# docs/protocol.md: Waiting poll): a waiting re-poll with nothing new costs a third of a look
+# (docs/capacity.md: The watch cache). A wake-up lost on a live connection (a write made
+# around order_tags) is then seen at the next full look, within 0.75 × list_max_age, not one
+# wait; a service without list tags is asked on every poll all the same. The default of
+# ORDERS_STATE_WATCH_CACHE: off, every waiting poll looks (an operator whose writers bypass
+# order_tags may want that)
 WATCH_CACHE = False
 
 
@@ -48,7 +49,6 @@ class WaitingSettings(BaseModel):
     settle_s: float = Field(WAKEUP_SETTLE_S, ge=0, le=5)
     subscribe_deadline_s: float = Field(WAKEUP_SUBSCRIBE_DEADLINE_S, gt=0)
     keepalive_s: float = Field(WAKEUP_KEEPALIVE_S, gt=0)
-    watch_cache: bool = WATCH_CACHE
 
 
 class OrdersStateSettings(BffSettings):
@@ -62,6 +62,9 @@ class OrdersStateSettings(BffSettings):
     # waiting polls one process holds at most (about 25 KB of memory each); past it polls
     # answer at once, interval grown
     max_waiting: int = variable(10_000, env="MLUTP_MAX_WAITING", ge=0)
+    # waiting re-polls held from their client's last look while nothing changed (the watch
+    # cache); off, every waiting poll looks
+    watch_cache: bool = variable(WATCH_CACHE)
     waiting: WaitingSettings = WaitingSettings()
 
     def waiting_config(self) -> WaitingConfig:
@@ -71,6 +74,6 @@ class OrdersStateSettings(BffSettings):
             subscribe_deadline_s=self.waiting.subscribe_deadline_s,
             wakeup_settle_s=self.waiting.settle_s,
             shed_factor=WAITING_SHED_FACTOR,
-            watch_cache=self.waiting.watch_cache,
+            watch_cache=self.watch_cache,
             interval_max_ms=self.protocol.interval.max_ms,
         )

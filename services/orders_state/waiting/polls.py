@@ -231,7 +231,7 @@ class WaitingPolls:
                     stack.callback(self._waiters.discard, watch.waiter)
                     # a kept look stands while nothing is heard on any of them (the watch cache)
                     channels = [*list_channels, *order_channels]
-                    key = cache_key(wait.poll) if self.config.watch_cache else None
+                    key = cache_key(wait.poll) if self._may_hold(wait.poll) else None
                     kept = self.kept_looks.holding(
                         key, wakeups, channels, tag_cache_up=self.engine.tag_cache.available
                     )
@@ -374,6 +374,16 @@ class WaitingPolls:
             )
             result = replace(result, interval_ms=interval_ms)
         return WaitedAnswer(result, answer.cause)
+
+    def _may_hold(self, poll: Poll) -> bool:
+        """Whether the poll may be held from its client's last look (the watch cache): only
+        when every source it asks has list tags. A source without them has no tag to wake a
+        poll, so it is asked on every poll: an order created on another device shows within
+        a wait, not at the next full look."""
+        if not self.config.watch_cache:
+            return False
+        listed = self.engine.listed_services(poll)
+        return all(s in listed for s in poll.services if s in self.engine.sources)
 
     def _list_channels(self, poll: Poll) -> list[str]:
         """The user's list channels of the services with list tags: an order created

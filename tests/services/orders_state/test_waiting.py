@@ -22,10 +22,10 @@ from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.waiting import MAX_WAIT_MS
 from shared.redis import tags_channel, tags_key
-from shared.web import METRICS
 from tests.emulator_api import advance, change, create_order_id, stats
 from tests.helpers import (
     STATE,
+    MakeApp,
     all_tags,
     caught_up,
     client_tag,
@@ -33,26 +33,6 @@ from tests.helpers import (
     poll_order,
     stack_on,
 )
-from tests.told_metrics import ToldMetrics
-
-MakeOrdersState = Callable[..., Awaitable[TestClient]]
-
-
-@pytest.fixture
-def make_waiting_state(
-    make_orders_state: MakeOrdersState, redis_settings: RedisSettings
-) -> MakeOrdersState:
-    """orders_state on the session's Redis: its polls can wait."""
-
-    async def make(**settings: Any) -> TestClient:
-        return await make_orders_state(**{"redis": redis_settings, **settings})
-
-    return make
-
-
-@pytest.fixture
-async def waiting_state(make_waiting_state: MakeOrdersState) -> TestClient:
-    return await make_waiting_state()
 
 
 async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
@@ -71,7 +51,7 @@ async def test_a_tag_write_wakes_the_waiting_poll_with_the_changed_part(
 
 
 async def test_a_burst_of_writes_to_an_order_comes_as_one_answer(
-    make_waiting_state: MakeOrdersState,
+    make_waiting_state: MakeApp,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
@@ -150,9 +130,11 @@ async def test_a_finished_order_and_an_unlisted_one_are_news(
 
 
 async def test_a_lost_wake_up_costs_one_wait_never_the_change(
-    waiting_state: TestClient, emulator: TestClient, redis_sync: redis.Redis, unique: str
+    make_waiting_state: MakeApp, emulator: TestClient, redis_sync: redis.Redis, unique: str
 ):
-    # the services' default: no watch cache, so the re-poll after a wait looks
+    # the watch cache off, so the re-poll after a wait looks (on, it sees the change at its
+    # next full look: test_watch_cache.py)
+    waiting_state = await make_waiting_state(watch_cache=False)
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     waiting = asyncio.create_task(poll_order(waiting_state, unique, orderid, tags, wait_ms=600))
     await held(waiting_state, waiting)
@@ -165,80 +147,6 @@ async def test_a_lost_wake_up_costs_one_wait_never_the_change(
     order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000)
     assert headers["X-Mlutp-Wait"] == "news"
     assert order["need_request"] == ["chat"]
-
-
-def cached_looks(client: TestClient) -> float:
-    """The re-polls held from their client's last look (the watch cache), as /metrics says."""
-    registry = client.app[METRICS].registry
-    return registry.get_sample_value("mlutp_waiting_cached_looks_total") or 0.0
-
-
-async def test_with_the_watch_cache_a_re_poll_while_nothing_changed_is_held_from_the_last_look(
-    make_waiting_state: MakeOrdersState,
-    emulator: TestClient,
-    redis_sync: redis.Redis,
-    unique: str,
-):
-    waiting_state = await make_waiting_state(waiting={"watch_cache": True})
-    orderid, tags = await caught_up(emulator, redis_sync, unique)
-    # the first waiting poll subscribes its channels and looks; its answer is kept
-    _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
-    assert headers["X-Mlutp-Wait"] == "timeout"
-    before = cached_looks(waiting_state)
-    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
-    # what the client sees is the same answer
-    assert headers["X-Mlutp-Wait"] == "timeout"
-    assert order["need_request"] == [] and order["update_status"] == "actual"
-    assert cached_looks(waiting_state) == before + 1
-
-
-async def test_with_the_watch_cache_a_write_between_polls_makes_the_re_poll_look(
-    make_waiting_state: MakeOrdersState,
-    emulator: TestClient,
-    redis_sync: redis.Redis,
-    unique: str,
-):
-    waiting_state = await make_waiting_state(waiting={"watch_cache": True})
-    orderid, tags = await caught_up(emulator, redis_sync, unique)
-    _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
-    assert headers["X-Mlutp-Wait"] == "timeout"
-    # no poll is held now, but the order's channel lingers subscribed: the write is heard
-    heard = ToldMetrics(waiting_state)
-    messages = heard.value("mlutp_wakeup_messages_total")
-    await change(emulator, "taxi", orderid, {"comment": "by the gate"})
-    await heard.until(lambda m: m.value("mlutp_wakeup_messages_total") > messages)
-    before = cached_looks(waiting_state)
-    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000)
-    assert headers["X-Mlutp-Wait"] == "news"
-    assert "rarely_changed" in order["need_request"]
-    assert cached_looks(waiting_state) == before
-
-
-async def test_with_the_watch_cache_a_full_look_comes_within_three_quarters_of_list_max_age(
-    make_waiting_state: MakeOrdersState,
-    emulator: TestClient,
-    redis_sync: redis.Redis,
-    unique: str,
-):
-    list_max_age_s = 2.0
-    client = await make_waiting_state(
-        protocol={"list_max_age_s": list_max_age_s}, waiting={"watch_cache": True}
-    )
-    orderid, tags = await caught_up(emulator, redis_sync, unique)
-    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
-    assert headers["X-Mlutp-Wait"] == "timeout"
-    # a write that publishes nothing, between polls: the wake-up is lost
-    redis_sync.hset(tags_key("taxi", orderid), "chat", "changed-silently")
-    written = time.monotonic()
-    # re-polls are held from the last look while it is young; the first full look sees it
-    for _ in range(20):
-        order, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
-        if headers["X-Mlutp-Wait"] == "news":
-            break
-    assert order["need_request"] == ["chat"]
-    assert cached_looks(client) >= 1
-    # 0.75 × list_max_age after the look, and the wait (with its extra) of the poll then held
-    assert time.monotonic() - written < 0.75 * list_max_age_s + 0.3 * 17 / 16 + 1.0
 
 
 async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
@@ -259,7 +167,7 @@ async def test_killing_the_pub_sub_connection_answers_the_waiting_poll(
 
 
 async def test_a_change_held_by_the_min_ttl_is_answered_once_the_ttl_has_passed(
-    make_waiting_state: MakeOrdersState,
+    make_waiting_state: MakeApp,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
@@ -282,7 +190,7 @@ async def test_a_change_held_by_the_min_ttl_is_answered_once_the_ttl_has_passed(
 
 
 async def test_past_the_cap_a_poll_answers_at_once_with_a_longer_interval(
-    make_waiting_state: MakeOrdersState,
+    make_waiting_state: MakeApp,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
@@ -316,7 +224,7 @@ async def test_with_the_tag_cache_down_a_poll_does_not_wait(
 
 
 async def test_without_redis_settings_polls_never_wait(
-    make_waiting_state: MakeOrdersState, emulator: TestClient, redis_sync: redis.Redis, unique: str
+    make_waiting_state: MakeApp, emulator: TestClient, redis_sync: redis.Redis, unique: str
 ):
     client = await make_waiting_state(redis=RedisSettings())
     orderid, tags = await caught_up(emulator, redis_sync, unique)
@@ -437,7 +345,7 @@ async def test_redis_killed_under_held_polls_costs_the_sources_nothing(
 
 
 async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_cap(
-    make_waiting_state: MakeOrdersState,
+    make_waiting_state: MakeApp,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
@@ -461,7 +369,7 @@ async def test_one_write_answers_every_poll_held_on_the_order_however_small_the_
 
 
 async def test_one_user_cannot_take_the_whole_waiting_cap(
-    make_waiting_state: MakeOrdersState,
+    make_waiting_state: MakeApp,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,

@@ -1,0 +1,141 @@
+"""The watch cache (docs/protocol.md: Waiting poll) on a real stack: a waiting
+re-poll that reaches the process of its client's last look, with nothing heard on its channels
+since, is held from that look; a write heard, a full look's age, or a service without list
+tags makes it look."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+import yaml
+from aiohttp.test_utils import TestClient
+
+from shared.redis import tags_key
+from shared.web import METRICS
+from tests.emulator_api import change, create_order_id
+from tests.helpers import STATE, MakeApp, caught_up, poll_order
+from tests.told_metrics import ToldMetrics
+
+POLICY = Path(__file__).resolve().parents[3] / "policy" / "polling_policy.yaml"
+
+
+def cached_looks(client: TestClient) -> float:
+    """The re-polls held from their client's last look (the watch cache), as /metrics says."""
+    registry = client.app[METRICS].registry
+    return registry.get_sample_value("mlutp_waiting_cached_looks_total") or 0.0
+
+
+async def test_with_the_watch_cache_a_re_poll_while_nothing_changed_is_held(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    waiting_state = await make_waiting_state(watch_cache=True)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    # the first waiting poll subscribes its channels and looks; its answer is kept
+    _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    before = cached_looks(waiting_state)
+    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
+    # what the client sees is the same answer
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    assert order["need_request"] == [] and order["update_status"] == "actual"
+    assert cached_looks(waiting_state) == before + 1
+
+
+async def test_switched_off_every_waiting_re_poll_looks(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    client = await make_waiting_state(watch_cache=False)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    for _ in range(2):
+        _, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
+        assert headers["X-Mlutp-Wait"] == "timeout"
+    assert cached_looks(client) == 0
+
+
+async def test_with_the_watch_cache_a_write_between_polls_makes_the_re_poll_look(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    waiting_state = await make_waiting_state(watch_cache=True)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    # no poll is held now, but the order's channel lingers subscribed: the write is heard
+    heard = ToldMetrics(waiting_state)
+    messages = heard.value("mlutp_wakeup_messages_total")
+    await change(emulator, "taxi", orderid, {"comment": "by the gate"})
+    await heard.until(lambda m: m.value("mlutp_wakeup_messages_total") > messages)
+    before = cached_looks(waiting_state)
+    order, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=20_000)
+    assert headers["X-Mlutp-Wait"] == "news"
+    assert "rarely_changed" in order["need_request"]
+    assert cached_looks(waiting_state) == before
+
+
+async def test_with_the_watch_cache_a_full_look_comes_within_three_quarters_of_list_max_age(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    list_max_age_s = 2.0
+    client = await make_waiting_state(protocol={"list_max_age_s": list_max_age_s}, watch_cache=True)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    # a write that publishes nothing, between polls: the wake-up is lost
+    redis_sync.hset(tags_key("taxi", orderid), "chat", "changed-silently")
+    written = time.monotonic()
+    # re-polls are held from the last look while it is young; the first full look sees it
+    for _ in range(20):
+        order, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
+        if headers["X-Mlutp-Wait"] == "news":
+            break
+    assert order["need_request"] == ["chat"]
+    assert cached_looks(client) >= 1
+    # 0.75 × list_max_age after the look, and the wait (with its extra) of the poll then held
+    assert time.monotonic() - written < 0.75 * list_max_age_s + 0.3 * 17 / 16 + 1.0
+
+
+async def test_a_service_without_list_tags_is_asked_on_every_waiting_re_poll(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+    tmp_path: Path,
+):
+    """A source without list tags has no tag to wake a poll: an order created on another
+    device shows at the next poll, not at the cache's next full look."""
+    policy: dict[str, Any] = yaml.safe_load(POLICY.read_text())
+    policy["services"]["taxi"]["list_tags"] = False
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    client = await make_waiting_state(protocol={"policy_path": path}, watch_cache=True)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    # the user orders again on another device: this client's next poll is the same as its last
+    created = await create_order_id(emulator, unique)
+    known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}
+    started = time.monotonic()
+    resp = await client.post(
+        STATE,
+        json={"known_orders": [known], "wait_ms": 5_000},
+        headers={"X-Yandex-UID": unique},
+    )
+    assert resp.status == 200, await resp.text()
+    assert resp.headers["X-Mlutp-Wait"] == "news"
+    assert created in [o["orderid"] for o in (await resp.json())["orders"]]
+    assert time.monotonic() - started < 2.5
+    assert cached_looks(client) == 0
