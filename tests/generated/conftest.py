@@ -1,5 +1,6 @@
-"""The clients generated from openapi.yaml talk to a stack of real processes: `mlutp run` on
-free ports, its own embedded Redis, the emulator's driver off (the tests make every change)."""
+"""The clients generated from openapi/client.yaml, the app teams' spec, talk to a stack of real
+processes: `mlutp run` on free ports, its own embedded Redis, the emulator's driver off (the
+tests make every change, through the emulator's API, which is not in the client spec)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.openapi_specs import spec, spec_path
 from tests.stack_process import StackProcess
 
-ROOT = Path(__file__).resolve().parents[2]
-OPENAPI = ROOT / "openapi.yaml"
+OPENAPI = spec_path("client")
 
 
 def openapi_document() -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load(OPENAPI.read_text())
-    return document
+    return spec("client")
 
 
 def schema_names() -> set[str]:

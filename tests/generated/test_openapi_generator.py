@@ -1,7 +1,9 @@
-"""openapi.yaml as the app teams' generator reads it: openapi-generator (the jar the PyPI
+"""openapi/client.yaml as the app teams' generator reads it: openapi-generator (the jar the PyPI
 package openapi-generator-cli carries; Java 17) makes Kotlin, Swift and TypeScript clients of it
 without an error, each model a named schema; the TypeScript one compiles with tsc (pinned in
-ts/package.json) and, from Node, launches and polls against a stack of real processes.
+ts/package.json) and, from Node, launches and polls against a stack of real processes (a 200,
+then a 204 for its answer_tag, which the generated client takes as success), the user in the
+header of the spec's apiKey scheme, set once in its Configuration.
 Without java (or npm, for the TypeScript run) the tests skip and say so."""
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""openapi.yaml as a team that generates its client reads it: openapi-python-client makes a
-Python client of it with no warning, and that client, imported from where it was generated
-(no request here is written by hand), launches, polls (a 200, then a 204 for its
+"""openapi/client.yaml as a team that generates its client reads it: openapi-python-client makes
+a Python client of it with no warning, and that client, imported from where it was generated
+(no request to the BFF here is written by hand; the orders are made through the emulator's
+API, which is not in the client spec), launches, polls (a 200, then a 204 for its
 answer_tag), fetches every part endpoint of the default policy and the route from a stack of
-real processes, each answer parsed into the generated models."""
+real processes, each answer parsed into the generated models. The user goes in the header the
+spec's security scheme names, set once on the generated AuthenticatedClient."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import requests
 
 from shared.policy import PartEndpoint, load_policy
 from tests.conftest import SUMMARY_LINES
@@ -110,16 +113,6 @@ def models() -> Any:
     return importlib.import_module(f"{PACKAGE}.models")
 
 
-@pytest.fixture(scope="module")
-def clients(client_package: ModuleType, stack: StackProcess) -> dict[str, Any]:
-    return {
-        name: client_package.Client(
-            base_url=stack.url(name), timeout=30.0, raise_on_unexpected_status=True
-        )
-        for name in ("launch", "orders_state", "emulator")
-    }
-
-
 @dataclass(frozen=True)
 class UserOrders:
     user: str
@@ -127,28 +120,42 @@ class UserOrders:
 
 
 @pytest.fixture(scope="module")
-def user_orders(clients: dict[str, Any]) -> UserOrders:
-    """One order of each service for a new user, made through the generated emulator API (taxi
+def user_orders(stack: StackProcess) -> UserOrders:
+    """One order of each service for a new user, made through the emulator's API (taxi
     driving, so it has a route)."""
-    m = models()
     user = f"generated-{uuid.uuid4().hex[:12]}"
-    bodies = {
-        "taxi": m.CreateTaxiOrder(
-            user_id=user, service="taxi", status=m.CreateTaxiOrderStatusType1.DRIVING
-        ),
-        "eats": m.CreateEatsOrder(user_id=user, service="eats"),
-        "grocery": m.CreateGroceryOrder(user_id=user, service="grocery"),
-    }
+    statuses = {"taxi": "driving", "eats": None, "grocery": None}
     orderids = {}
-    for service, body in bodies.items():
-        created = operation("/emulator/v1/orders").sync_detailed(
-            client=clients["emulator"], body=body
-        )
-        assert created.status_code == 200, created.content
-        assert isinstance(created.parsed, m.CreatedOrder)
-        assert created.parsed.service == service
-        orderids[service] = created.parsed.orderid
+    for service, status in statuses.items():
+        body = {"user_id": user, "service": service}
+        if status is not None:
+            body["status"] = status
+        url = f"{stack.url('emulator')}/emulator/v1/orders"
+        created = requests.post(url, json=body, timeout=30)
+        assert created.status_code == 200, created.text
+        orderids[service] = created.json()["orderid"]
     return UserOrders(user, orderids)
+
+
+@pytest.fixture(scope="module")
+def clients(
+    client_package: ModuleType, stack: StackProcess, user_orders: UserOrders
+) -> dict[str, Any]:
+    """A client of launch and one of orders_state, each sending the user in the header the
+    spec's security scheme names (the generator leaves an apiKey scheme to the caller)."""
+    scheme = openapi_document()["components"]["securitySchemes"]["userHeader"]
+    assert (scheme["type"], scheme["in"]) == ("apiKey", "header")
+    return {
+        name: client_package.AuthenticatedClient(
+            base_url=stack.url(name),
+            token=user_orders.user,
+            prefix="",
+            auth_header_name=scheme["name"],
+            timeout=30.0,
+            raise_on_unexpected_status=True,
+        )
+        for name in ("launch", "orders_state")
+    }
 
 
 def test_the_generator_warns_of_nothing_and_names_only_named_schemas(
@@ -168,11 +175,10 @@ def test_launch_then_the_poll_200_and_204_parse_into_their_models(
     clients: dict[str, Any], user_orders: UserOrders
 ) -> None:
     m = models()
-    user, taxi = user_orders.user, user_orders.orderids["taxi"]
+    taxi = user_orders.orderids["taxi"]
     launched = operation("/4.0/launch").sync_detailed(
         client=clients["launch"],
         body=m.LaunchRequest(supported_services=SERVICES),
-        x_yandex_uid=user,
     )
     assert launched.status_code == 200, launched.content
     state = launched.parsed.mlutp_orders_state
@@ -203,7 +209,7 @@ def test_launch_then_the_poll_200_and_204_parse_into_their_models(
     ]
     poll = operation("/mlutp/v1/orders/state")
     body = m.OrdersStateRequest(known_orders=known)
-    polled = poll.sync_detailed(client=clients["orders_state"], body=body, x_yandex_uid=user)
+    polled = poll.sync_detailed(client=clients["orders_state"], body=body)
     assert polled.status_code == 200, polled.content
     assert isinstance(polled.parsed, m.PolledOrdersState)
     actual, stale = polled.parsed.orders
@@ -217,7 +223,7 @@ def test_launch_then_the_poll_200_and_204_parse_into_their_models(
 
     # the answer_tag sent back: nothing new is a 204, no body, and no error to the client
     held = m.OrdersStateRequest(known_orders=known, answer_tag=polled.parsed.answer_tag)
-    again = poll.sync_detailed(client=clients["orders_state"], body=held, x_yandex_uid=user)
+    again = poll.sync_detailed(client=clients["orders_state"], body=held)
     assert again.status_code == 204, again.content
     assert again.parsed is None and again.content == b""
     assert int(again.headers["X-Yataxi-Polling-Interval-Ms"]) > 0
@@ -236,9 +242,7 @@ def test_every_part_endpoint_answers_a_document_and_an_error_into_their_models(
         body = m.PartRequest(
             orders=[m.PartRequestOrder(orderid=orderid), m.PartRequestOrder(orderid="nobodys")]
         )
-        answer = fetch.sync_detailed(
-            client=clients["orders_state"], body=body, x_yandex_uid=user_orders.user
-        )
+        answer = fetch.sync_detailed(client=clients["orders_state"], body=body)
         assert answer.status_code == 200, answer.content
         assert isinstance(answer.parsed, m.PartResults)
         document, error = answer.parsed.orders
@@ -248,7 +252,6 @@ def test_every_part_endpoint_answers_a_document_and_an_error_into_their_models(
         answer = fetch.sync_detailed(
             client=clients["orders_state"],
             body=m.RoutePartRequest(orderid=orderid),
-            x_yandex_uid=user_orders.user,
         )
         assert answer.status_code == 200, answer.content
         document = answer.parsed
@@ -257,3 +260,16 @@ def test_every_part_endpoint_answers_a_document_and_an_error_into_their_models(
     # the part's fields, as the generated model keeps them: some of the rule's, no others
     fields = set(document.additional_properties)
     assert fields and fields <= set(rule.fields), (rule.url, sorted(fields))
+
+
+def test_the_legacy_pass_through_answers_the_order_document_into_its_model(
+    clients: dict[str, Any], user_orders: UserOrders
+) -> None:
+    m = models()
+    taxi = user_orders.orderids["taxi"]
+    answer = operation("/3.0/taxiontheway").sync_detailed(
+        client=clients["orders_state"], body=m.UpstreamOrderRequest(orderid=taxi)
+    )
+    assert answer.status_code == 200, answer.content
+    assert isinstance(answer.parsed, m.OrderDocument)
+    assert answer.parsed.additional_properties["orderid"] == taxi

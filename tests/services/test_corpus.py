@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import redis
-import yaml
 from aiohttp.test_utils import TestClient
 
 from emulator.app import create_app as create_emulator
@@ -30,12 +29,13 @@ from tests.apps import ServiceTestServer
 from tests.conftest import TEST_TOKEN, emulator_settings, report_statuses
 from tests.emulator_api import create_order
 from tests.helpers import bff_kwargs
+from tests.openapi_specs import service_spec, takes_the_user
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_FILE = ROOT / "tests" / "data" / "bad_requests.json"
 # a number too big for any JSON parser's float is kept as its text, not as inf
 _RAW_NUMBER = re.compile(r'"@@(-?[0-9.eE+-]+)@@"')
-# a value of each JSON type: a field gets one of a type openapi.yaml does not give it
+# a value of each JSON type: a field gets one of a type its spec (openapi/) does not give it
 VALUE_OF_TYPE = {
     "string": "12",
     "integer": 12,
@@ -112,7 +112,7 @@ def field_types(document: dict[str, Any], schema: dict[str, Any], name: str) -> 
 @dataclass(frozen=True)
 class Endpoint:
     service: str
-    path: str  # as openapi.yaml names it
+    path: str  # as its service's spec in openapi/ names it
     url: str  # with its path parameters filled in
     user_facing: bool
 
@@ -196,16 +196,15 @@ async def every_endpoint(
     emulator = clients["emulator"]
     order = await create_order(emulator, USER, status="driving")
     params = {"service": "taxi", "orderid": order["orderid"]}
-    document = yaml.safe_load((ROOT / "openapi.yaml").read_text())
     corpus = load_corpus()
     endpoints = []
     for service, client in clients.items():
+        document = service_spec(service)
         for route in client.app.router.routes():
             if route.method != "POST" or route.resource is None:
                 continue
             path = route.resource.canonical
-            parameters = document["paths"][path]["post"].get("parameters", [])
-            user_facing = any("YandexUid" in p.get("$ref", "") for p in parameters)
+            user_facing = takes_the_user(document, document["paths"][path]["post"])
             entry = corpus["endpoints"].get(path, {})
             values = {**params, **entry.get("params", {})}
             url = path.format(**values)
@@ -223,11 +222,10 @@ async def test_every_bad_request_is_a_json_4xx_and_writes_nothing(
     redis_sync: redis.Redis,
 ) -> None:
     corpus = load_corpus()
-    document = yaml.safe_load((ROOT / "openapi.yaml").read_text())
     statuses: Counter[int] = Counter()
     problems = []
     for client, endpoint in every_endpoint:
-        for bad in bad_requests(corpus, document, endpoint):
+        for bad in bad_requests(corpus, service_spec(endpoint.service), endpoint):
             writes = redis_writes(redis_sync)
             status, headers, payload = await raw_http.raw_post(
                 client, endpoint.url, bad.body, bad.headers

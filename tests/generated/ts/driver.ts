@@ -1,5 +1,6 @@
-// One launch and one poll through the client openapi-generator makes from openapi.yaml
-// (typescript-fetch), against a running stack; prints what it parsed as one JSON line.
+// One launch and one poll through the client openapi-generator makes from openapi/client.yaml
+// (typescript-fetch), against a running stack; prints what it parsed as one JSON line. The
+// user goes in the spec's security scheme (X-Yandex-UID, an apiKey): the Configuration's apiKey.
 // The test copies it beside the generated client (./client) and compiles both with tsc.
 //   node driver.js LAUNCH_URL ORDERS_STATE_URL USER ORDERID
 import { Configuration, LaunchApi, OrdersStateApi, type StateOrder } from "./client/index";
@@ -19,9 +20,8 @@ function brief(order: StateOrder): Record<string, unknown> {
 
 async function main(): Promise<void> {
   const [launchUrl, stateUrl, user, orderid] = process.argv.slice(2);
-  const launchApi = new LaunchApi(new Configuration({ basePath: launchUrl }));
+  const launchApi = new LaunchApi(new Configuration({ basePath: launchUrl, apiKey: user }));
   const launched = await launchApi.launch({
-    xYandexUID: user,
     launchRequest: { supportedServices: ["taxi"] },
   });
   const state = launched.mlutpOrdersState;
@@ -29,13 +29,12 @@ async function main(): Promise<void> {
   if (order === undefined) {
     throw new Error(`launch did not list ${orderid}`);
   }
-  const stateApi = new OrdersStateApi(new Configuration({ basePath: stateUrl }));
+  const stateApi = new OrdersStateApi(new Configuration({ basePath: stateUrl, apiKey: user }));
   // known_orders has uniqueItems: the generator makes it a Set
   const known = new Set([
     { orderid, service: order.service, status: order.status, tags: order.tags },
   ]);
   const polled = await stateApi.pollOrdersState({
-    xYandexUID: user,
     ordersStateRequest: { knownOrders: known },
   });
   if (!polled) {
@@ -43,7 +42,6 @@ async function main(): Promise<void> {
   }
   // its answer_tag sent back: nothing new is a 204, no body, and no error thrown
   const again = await stateApi.pollOrdersStateRaw({
-    xYandexUID: user,
     ordersStateRequest: { knownOrders: known, answerTag: polled.answerTag },
   });
   console.log(
