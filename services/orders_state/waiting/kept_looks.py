@@ -1,7 +1,8 @@
-"""The watch cache (docs/protocol.md: Waiting poll; off by default): each client's last look
-with no news, kept so that its next waiting poll, if nothing was heard on its channels since,
-is held from it with no new look. The rule that says whether a kept look still holds is
-pure (shared.protocol.waiting.kept_look_holds); this is its bounded store."""
+"""The watch cache (docs/protocol.md: Waiting poll; on by default, ORDERS_STATE_WATCH_CACHE):
+each client's last look with no news, kept so that its next waiting poll, if nothing was heard
+on its channels since, is held from it with no new look. The rule that says whether a kept
+look still holds is pure (shared.protocol.waiting.kept_look_holds); this is its bounded
+store."""
 
 from __future__ import annotations
 
@@ -12,19 +13,29 @@ from collections.abc import Hashable, Sequence
 from services.bff.engine import LookResult
 from services.bff.poll import Poll
 from services.orders_state.waiting.ports import Wakeups
+from shared.protocol.monotonic import echoed_version
 from shared.protocol.waiting import KeptLook, kept_look_holds
 
 
 def cache_key(poll: Poll) -> Hashable | None:
-    """The same user, known orders (their statuses and tags), services and stated versions;
-    none when the client forces a refetch (that needs a look)."""
+    """The same user, known orders (their statuses, echoed versions and tags), services and
+    stated versions; none when the client forces a refetch (that needs a look)."""
     if poll.forced:
         return None
     return (
         poll.user_id,
         # forwarded to the sources: two devices of one user in two languages get two answers
         poll.caller.headers.get("Accept-Language"),
-        tuple((k.key, k.order.status, tuple(sorted(k.order.tags.items()))) for k in poll.known),
+        tuple(
+            (
+                k.key,
+                k.order.status,
+                # the look's answer is checked against the echo (monotonic reads)
+                echoed_version(k.extras.get("version")),
+                tuple(sorted(k.order.tags.items())),
+            )
+            for k in poll.known
+        ),
         tuple(poll.services),
         tuple(sorted(poll.stated_versions.items())),
     )

@@ -139,3 +139,26 @@ async def test_a_service_without_list_tags_is_asked_on_every_waiting_re_poll(
     assert created in [o["orderid"] for o in (await resp.json())["orders"]]
     assert time.monotonic() - started < 2.5
     assert cached_looks(client) == 0
+
+
+async def test_a_re_poll_echoing_another_version_is_not_held_from_the_last_look(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    """The look is checked against the echoed version (monotonic reads): one echoing a version
+    the kept look was not checked against looks."""
+    client = await make_waiting_state(watch_cache=True)
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    order, headers = await poll_order(client, unique, orderid, tags, wait_ms=300)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    # the client was shown a later version elsewhere (a part, another replica) than the
+    # source lists now: a look answers the order stale with its echo, at once (a source
+    # behind the client: the poll cannot wait); held from the kept look, it would be
+    # answered actual at the older version when the wait ends
+    ahead = {"version": 1_000}
+    order, headers = await poll_order(client, unique, orderid, tags, wait_ms=5_000, known=ahead)
+    assert headers["X-Mlutp-Wait"] == "unavailable"
+    assert order["update_status"] == "stale"
+    assert cached_looks(client) == 0
