@@ -3,6 +3,7 @@
 python -m devtools.simulation --seed 17            # one run, its report
 python -m devtools.simulation --seeds 1000         # seeds 1..1000, a summary
 python -m devtools.simulation --seeds 500 --from 10001 --workers 2
+python -m devtools.simulation --seeds 100 --no-watch-cache   # every waiting poll looks
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--watch-cache",
-        action="store_true",
-        help="waiting re-polls held from their client's last look (off by default, as in the "
-        "services)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="waiting re-polls held from their client's last look (on by default, as in the "
+        "services; --no-watch-cache: every waiting poll looks)",
     )
     parser.add_argument(
         "--spraying-router",

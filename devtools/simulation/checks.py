@@ -43,8 +43,9 @@ Client by client, after the run:
   bump, or `list_max_age` and one interval without it. When the tag store was unavailable or emptied
   meanwhile: within the degraded TTL and one (degraded) interval after it is back; when the
   order's source or part upstream failed: that long after it is back; with the watch cache on
-  (Options.watch_cache) and its wake-up lost: within 0.75 × list_max_age (the cache's full
-  look) and one wait after the loss.
+  (Options.watch_cache, the default) and its wake-up lost: within 0.75 × list_max_age (the
+  cache's full look) and one wait after the loss (a part's wake-up is lost when its write
+  lands, before the min TTL its freshness counts from).
 
 Window by window (every 5 s, and anchored at each fault's start and end):
 - `load`: order-source calls and heavy part calls stay at or below what the same clients

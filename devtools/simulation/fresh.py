@@ -106,12 +106,15 @@ class FreshChecks(CheckerBase):
         service: str,
         upstream: str | None,
         channels: Sequence[str] = (),
+        written: float | None = None,
     ) -> float | None:
         """When a change written at `base` must be held by `client` at the latest, with the
         contract's exceptions; None when the client had not started. A wake-up lost on one
         of `channels` (the order's, the user's list of the service) may be missed by polls
         held from the last look before it until the next full look (docs/protocol.md:
-        Waiting poll, at least every 0.75 × list_max_age), and one wait more."""
+        Waiting poll, at least every 0.75 × list_max_age), and one wait more. `written`:
+        when the change's write landed, if `base` is later (a part's min TTL after it): its
+        wake-up is lost then, not at `base`."""
         looked = self._looked_by(client, base)
         if looked is None:
             return None
@@ -137,7 +140,7 @@ class FreshChecks(CheckerBase):
                 for span in self.timeline.upstream_spans(upstream, base - 1, deadline):
                     extended = max(extended, span.end + longest + SEEN_WITHIN_S)
             for lost_t, channel in self.store.lost_messages if self.watch_cache else ():
-                if base - 1 <= lost_t <= deadline and channel in channels:
+                if min(base, written or base) - 1 <= lost_t <= deadline and channel in channels:
                     extended = max(extended, lost_t + KEPT_LOOK_S + longest + SEEN_WITHIN_S)
             if extended == deadline:
                 break
@@ -242,12 +245,9 @@ class FreshChecks(CheckerBase):
                         f"{deadline:.3f}",
                         client.user_id,
                     )
+                landed = self._landed(change.part_bump_t, change.data_t)
                 deadline = self._seen_by(
-                    self._landed(change.part_bump_t, change.data_t) + MIN_TTL_S,
-                    client.name,
-                    service,
-                    upstream,
-                    channels,
+                    landed + MIN_TTL_S, client.name, service, upstream, channels, landed
                 )
                 if (
                     deadline is not None

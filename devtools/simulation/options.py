@@ -1,5 +1,5 @@
 """The ways to run a seed other than the default (tests/simulation/README.md: Known
-failures, and the watch cache's exploration)."""
+failures, and the exploration with the watch cache off)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ class Options:
     untagged_replicas: bool = False
     # clients poll again at once after a part answered `expired` (as the reference client)
     at_once_after_expired: bool = False
-    # waiting re-polls held from their client's last look (the watch cache, off by default:
-    # docs/protocol.md, Waiting poll); the invariants then allow what the cache costs a
-    # wake-up lost on a live connection
-    watch_cache: bool = False
+    # waiting re-polls held from their client's last look (the watch cache, on by default as
+    # in the services: docs/protocol.md, Waiting poll); the invariants allow what the cache
+    # costs a wake-up lost on a live connection. Off (`--no-watch-cache`): every waiting poll
+    # looks, as while ORDERS_STATE_WATCH_CACHE is false
+    watch_cache: bool = True
     # the balancer sprays (each request to the next replica) instead of routing by user: the
     # per-process memos and coalescing see a share of a user's requests each
     spraying_router: bool = False

@@ -85,6 +85,10 @@ class TagWrites:
             else:
                 landed()
                 return
+            # another write of the key may have failed meanwhile and queued: behind it, in
+            # order (two queues of one key drained at once, and the second's end found its
+            # key gone: a KeyError)
+            queue = self._pending.get(key)
         if queue is None:
             queue = self._pending[key] = _Queue()
             task = asyncio.get_running_loop().create_task(self._drain(key, queue))
