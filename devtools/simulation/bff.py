@@ -164,6 +164,10 @@ class BffProcess:
         }
         self.accepting = True
         self.in_flight = 0
+        # part requests in flight, and how many were when the process was told to stop: each
+        # finishes within its fetch's deadline, longer than a look's
+        self.parts_in_flight = 0
+        self.parts_at_stop = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -281,6 +285,7 @@ class BffProcess:
         self, user_id: str, url: str, orders: Sequence[tuple[str, str | None]]
     ) -> list[dict[str, Any]]:
         self._enter()
+        self.parts_in_flight += 1
         try:
             endpoint = self.endpoints[url]
             parts = await self.parts.fetch_parts(
@@ -292,6 +297,7 @@ class BffProcess:
             self.observer.part_answered(user_id, endpoint, parts)
             return parts
         finally:
+            self.parts_in_flight -= 1
             self._leave()
 
     # --- stopping ------------------------------------------------------------------------
@@ -301,6 +307,7 @@ class BffProcess:
         flight finished, the answers being kept written. How long it took."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        self.parts_at_stop = self.parts_in_flight
         self.accepting = False
         self.waiting.shutdown()
         await self._idle.wait()

@@ -21,6 +21,8 @@ TAGS_DEADLINE_S = SETTINGS.tags_deadline_s
 # one look at its longest: the tag read (behind the joined reads in flight), the sources, the
 # read of new orders' tags and their creation, and the network both ways
 ONE_LOOK_S = SOURCE_DEADLINE_S + 5 * TAGS_DEADLINE_S + 0.05
+# one order's part fetch at its longest: an attempt timed out and its retry
+ONE_PART_FETCH_S = 2 * PART_TIMEOUT_S + 0.05
 # a look, then the part fetch at its longest (one retry), and the network: what a client needs
 # after the poll that tells it of a change to hold it
 SEEN_WITHIN_S = 2 * ONE_LOOK_S + 2 * PART_TIMEOUT_S + 0.5

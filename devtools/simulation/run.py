@@ -250,7 +250,9 @@ class Run:
     async def _stop(self, process: BffProcess) -> None:
         took = await process.stop()
         self.store.subscribers.remove(process.hub)
-        self.checker.process_stopped(process.name, self.loop.time(), took, process.holding)
+        self.checker.process_stopped(
+            process.name, self.loop.time(), took, process.holding, parts=process.parts_at_stop
+        )
 
     async def _order(self, order: OrderPlan) -> None:
         await asyncio.sleep(max(0.0, order.create_t - self.loop.time()))
