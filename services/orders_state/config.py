@@ -35,7 +35,7 @@ WAITING_SHED_FACTOR = 2.0
 # wait; a service without list tags is asked on every poll all the same. The default of
 # ORDERS_STATE_WATCH_CACHE: off, every waiting poll looks (an operator whose writers bypass
 # order_tags may want that)
-WATCH_CACHE = False
+WATCH_CACHE = True
 
 
 class WaitingSettings(BaseModel):

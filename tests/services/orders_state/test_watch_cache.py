@@ -1,4 +1,4 @@
-"""The watch cache (docs/protocol.md: Waiting poll) on a real stack: a waiting
+"""The watch cache (docs/protocol.md: Waiting poll; on by default) on a real stack: a waiting
 re-poll that reaches the process of its client's last look, with nothing heard on its channels
 since, is held from that look; a write heard, a full look's age, or a service without list
 tags makes it look."""
@@ -28,13 +28,12 @@ def cached_looks(client: TestClient) -> float:
     return registry.get_sample_value("mlutp_waiting_cached_looks_total") or 0.0
 
 
-async def test_with_the_watch_cache_a_re_poll_while_nothing_changed_is_held(
-    make_waiting_state: MakeApp,
+async def test_the_watch_cache_is_on_by_default_a_re_poll_while_nothing_changed_is_held(
+    waiting_state: TestClient,
     emulator: TestClient,
     redis_sync: redis.Redis,
     unique: str,
 ):
-    waiting_state = await make_waiting_state(watch_cache=True)
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     # the first waiting poll subscribes its channels and looks; its answer is kept
     _, headers = await poll_order(waiting_state, unique, orderid, tags, wait_ms=300)
