@@ -613,11 +613,9 @@ async def run(
     env.pop("REDIS_URL", None)
     services = [s for s in STACK if s.name in ("orders_state", "order_tags", "emulator")]
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
-    orders_state: dict[str, Any] = {"protocol": protocol}
-    if args.watch_cache:
-        # waiting re-polls held from the client's last look (off by default: a wake-up lost
-        # on a live connection would wait for the next full look, docs/protocol.md)
-        orders_state["waiting"] = {"watch_cache": True}
+    # waiting re-polls held from the client's last look, or not (the services' default: on;
+    # off, a wake-up lost on a live connection waits one wait, not the next full look)
+    orders_state: dict[str, Any] = {"protocol": protocol, "watch_cache": args.watch_cache}
     async with own_stack(env, services, {"orders_state": orders_state}) as stack:
         redis = aioredis.Redis.from_url(stack.env["REDIS_URL"], decode_responses=True)
         async with aiohttp.ClientSession(
@@ -702,8 +700,9 @@ if __name__ == "__main__":
     parser.add_argument("--wait-ms", type=int, default=1000)
     parser.add_argument(
         "--watch-cache",
-        action="store_true",
-        help="hold waiting re-polls from the client's last look (the services' default: off)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hold waiting re-polls from the client's last look (the services' default: on)",
     )
     parser.add_argument("--period", type=float, default=1.0, help="s between a user's plain polls")
     parser.add_argument("--concurrency", default="1,20", help="closed-loop workers, a list")
