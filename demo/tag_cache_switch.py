@@ -1,5 +1,5 @@
 """The "tag cache down" switch: the stack's own Redis is locked with a password and every
-other connection to it is closed, so order_tags fails as it would with Redis gone; switched
+other connection to it (pub/sub ones included) is closed, so order_tags fails as it would with Redis gone; switched
 back, the password is removed and the services reconnect. (`CLIENT PAUSE` does not fit:
 `CLIENT UNPAUSE` itself waits for the pause to end.)"""
 
@@ -28,7 +28,11 @@ class TagCacheSwitch:
     async def set(self, *, down: bool) -> None:
         if down:
             await self.client.config_set("requirepass", secrets.token_hex(16))
+            # pub/sub connections too: Redis gone takes them with it, and a process that kept
+            # its channels would go on holding re-polls from their last look (the watch cache)
+            # as if the store were there
             await self.client.client_kill_filter(_type="normal", skipme=True)
+            await self.client.client_kill_filter(_type="pubsub")
         else:
             await self.client.config_set("requirepass", "")
         self.down = down
