@@ -3,7 +3,8 @@ and a paced plain poll beside the same poll in a closed loop, per process, in on
 
 A stack of its own (embedded Redis, order_tags, the emulator with its driver off, one
 orders_state), every process on loopback. U caught-up users: one driving taxi order each,
-every tag current, a superapp poll (taxi, eats, grocery) with nothing new; one warm-up poll
+every tag current, a superapp poll (taxi, eats, grocery) with nothing new, sending back the
+answer_tag of the answer it holds as an app does (so it is answered 204); one warm-up poll
 each keeps the sources' answers (list_max_age is 300 s, so none expires mid-run and no source
 is asked). Then, one after the other:
 
@@ -12,6 +13,8 @@ is asked). Then, one after the other:
 - waiting paced: each user's poll waits (`--wait-ms`, 1000: its wait ends without news, as
   `timeout`) and the user polls again at once, as a waiting client does: about one poll per
   user and wait, the plain paced phase's rate with the default period;
+- ping paced: each user GETs orders_state's /ping once per wait, the waiting phase's rate: the
+  framework's floor a held re-poll (the watch cache's, no look) is measured against;
 - legacy paced: each user calls the legacy pass-through (/3.0/taxiontheway) once per period;
 - closed N: N workers poll back to back (wait_ms 0), for each N of `--concurrency`, and
   `legacy closed N` the same of the legacy pass-through (`--no-legacy`: no legacy phases).
@@ -44,8 +47,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import pstats
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -180,20 +186,26 @@ class Bench:
         self.pids["redis"] = stack.redis.pid
         self.answered = 0
         self.causes: Counter[str] = Counter()
+        self.answer_tags: dict[int, str | None] = {}
         self.stopping = False
 
     async def poll(self, index: int, wait_ms: int) -> None:
         user, _ = self.users[index]
-        body = {
+        body: dict[str, Any] = {
             "known_orders": [self.bodies[index]],
             "supported_services": SUPERAPP,
             "wait_ms": wait_ms,
         }
+        # as an app does: the answer_tag of the answer it holds, so "nothing new" is a 204
+        if self.answer_tags.get(index) is not None:
+            body["answer_tag"] = self.answer_tags[index]
         async with self.session.post(
             self.state_url + POLL_PATH, json=body, headers={"X-Yandex-UID": user}
         ) as response:
             payload = await response.read()
-            assert response.status == 200, (response.status, payload[:200])
+            assert response.status in (200, 204), (response.status, payload[:200])
+            if response.status == 200:
+                self.answer_tags[index] = json.loads(payload).get("answer_tag")
             self.causes[response.headers.get(WAIT_HEADER, "-")] += 1
         self.answered += 1
 
@@ -207,6 +219,14 @@ class Bench:
             payload = await response.read()
             assert response.status == 200, (response.status, payload[:200])
             self.causes["legacy"] += 1
+        self.answered += 1
+
+    async def ping(self) -> None:
+        """The service's /ping: the framework's floor for a request that does no work."""
+        async with self.session.get(self.state_url + "/ping") as response:
+            await response.read()
+            assert response.status == 200, response.status
+            self.causes["ping"] += 1
         self.answered += 1
 
     def proc_now(self) -> dict[str, dict[str, float]]:
@@ -303,7 +323,13 @@ class Bench:
 
     # the drivers: each one a user (paced) or a worker (closed loop), until `stopping`
     def paced(
-        self, index: int, period_s: float, started: float, *, legacy: bool = False
+        self,
+        index: int,
+        period_s: float,
+        started: float,
+        *,
+        legacy: bool = False,
+        ping: bool = False,
     ) -> Callable[[], Coroutine[Any, Any, None]]:
         async def drive() -> None:
             loop = asyncio.get_running_loop()
@@ -314,7 +340,10 @@ class Bench:
                 await asyncio.sleep(max(0.0, next_at - loop.time()))
                 if self.stopping:
                     return
-                await (self.legacy(index) if legacy else self.poll(index, 0))
+                if ping:
+                    await self.ping()
+                else:
+                    await (self.legacy(index) if legacy else self.poll(index, 0))
                 next_at = max(next_at + period_s, loop.time())
 
         return drive
@@ -419,6 +448,38 @@ def profiler(
         await asyncio.gather(*(run.wait() for run in runs))
 
     return record
+
+
+def cprofiler(bench: Bench) -> Callable[[str, float], Awaitable[None]]:
+    """cProfile of orders_state for exactly a window: devtools.serve (which runs it with its
+    settings) starts and stops it on SIGUSR1 (MLUTP_CPROFILE_DIR set for the stack); each
+    phase's stats are the process's next file."""
+
+    async def record(phase: str, seconds: float) -> None:
+        os.kill(bench.pids["orders_state"], signal.SIGUSR1)
+        await asyncio.sleep(seconds)  # the window is a span of time
+        os.kill(bench.pids["orders_state"], signal.SIGUSR1)
+
+    return record
+
+
+def cprofile_summary(path: Path, top: int) -> str:
+    """A window's cProfile: the functions with the most own time, per call of the window."""
+    stats = pstats.Stats(str(path))
+    rows = sorted(
+        stats.stats.items(),  # type: ignore[attr-defined]
+        key=lambda item: item[1][2],
+        reverse=True,
+    )
+    total = sum(row[1][2] for row in rows) or 1.0
+    lines = [f"{path.name}: {total * 1e3:.0f} ms of own time (profiled: slower than unprofiled)"]
+    for (filename, line, function), (_, calls, own, cumulative, _) in rows[:top]:
+        where = filename.split("site-packages/")[-1].replace(ROOT, "")
+        lines.append(
+            f"  {own / total * 100:5.1f} %  own {own * 1e3:7.1f} ms  cum {cumulative * 1e3:7.1f} ms"
+            f"  {calls:>7} calls  {function} ({where}:{line})"
+        )
+    return "\n".join(lines)
 
 
 def perf_summary(path: Path, top: int) -> str:
@@ -545,7 +606,9 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
         )
         print(f"  {phase.name}: answers by X-Mlutp-Wait {dict(phase.causes)}")
         other = sum(
-            n for cause, n in phase.causes.items() if cause not in ("timeout", "-", "legacy")
+            n
+            for cause, n in phase.causes.items()
+            if cause not in ("timeout", "-", "legacy", "ping")
         )
         if other > 0.01 * phase.polls:
             # nothing changes in a run: a waiting poll answered before its wait's end is not
@@ -574,6 +637,11 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
         return f"BFF {a.bff_us() / b.bff_us():.2f} ({', '.join(parts)})"
 
     print(f"\nwaiting paced / plain paced: {ratios(waiting, plain)}   [goal BFF <= 1.5]")
+    ping = by_name["ping paced"]
+    print(
+        "orders_state per waiting re-poll / per /ping, same paced rate: "
+        f"{waiting.us('orders_state') / ping.us('orders_state'):.2f}   [goal <= 1.3]"
+    )
     for phase in phases:
         if phase.name.startswith("closed"):
             print(f"plain paced / {phase.name}: {ratios(plain, phase)}   [goal BFF <= 1.5]")
@@ -597,6 +665,8 @@ async def run(
     args: argparse.Namespace,
 ) -> tuple[list[Phase], dict[str, dict[str, float]]]:
     env = {**os.environ, **free_ports_env(), "LOG_LEVEL": args.log_level}
+    if args.cprofile:
+        env["MLUTP_CPROFILE_DIR"] = args.cprofile
     env |= {"EMULATOR_DRIVER_ENABLED": "false"}
     protocol = {
         # what a poll costs, not admission control
@@ -637,6 +707,8 @@ async def run(
             profile = (
                 profiler(bench, Path(args.profile), args.profile_rate, args.native, args.perf)
                 if args.profile
+                else cprofiler(bench)
+                if args.cprofile
                 else None
             )
             loop = asyncio.get_running_loop()
@@ -658,6 +730,21 @@ async def run(
                     "waiting paced",
                     [bench.waiting(i, args.wait_ms) for i in range(len(users))],
                     2 * args.wait_ms / 1000 + 1,
+                    args.seconds,
+                    idle,
+                    profile,
+                )
+            )
+            # the floor a held re-poll is measured against: /ping at the waiting phase's rate
+            # (one request per user and wait), the users spread over it
+            phases.append(
+                await bench.run_phase(
+                    "ping paced",
+                    [
+                        bench.paced(i, args.wait_ms / 1000, loop.time(), ping=True)
+                        for i in range(len(users))
+                    ],
+                    args.wait_ms / 1000 + 1,
                     args.seconds,
                     idle,
                     profile,
@@ -720,6 +807,9 @@ if __name__ == "__main__":
     parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per s")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--perf", action="store_true", help="Linux perf, not py-spy")
+    parser.add_argument(
+        "--cprofile", default="", help="a directory: cProfile the paced phases' windows"
+    )
     parser.add_argument("--top", type=int, default=25, help="frames shown per profile")
     args = parser.parse_args()
     phases, idle = uvloop.run(run(args))
@@ -731,3 +821,12 @@ if __name__ == "__main__":
         for path in sorted(Path(args.profile).glob("*.perf")):
             print()
             print(perf_summary(path, args.top))
+    if args.cprofile:
+        # one file per window, in the order of the profiled phases
+        profiled = [
+            p.name for p in phases if p.name in ("plain paced", "waiting paced", "ping paced")
+        ]
+        for path in sorted(Path(args.cprofile).glob("*.pstats")):
+            window = int(path.stem.rsplit("-", 1)[1])
+            print(f"\n{profiled[window - 1]}, {path.name.split('-')[0]}:")
+            print(cprofile_summary(path, args.top))
