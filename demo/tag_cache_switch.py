@@ -1,7 +1,7 @@
 """The "tag cache down" switch: the stack's own Redis is locked with a password and every
-other connection to it (pub/sub ones included) is closed, so order_tags fails as it would with Redis gone; switched
-back, the password is removed and the services reconnect. (`CLIENT PAUSE` does not fit:
-`CLIENT UNPAUSE` itself waits for the pause to end.)"""
+other connection to it (pub/sub ones included) is closed, so order_tags fails as it would
+with Redis gone; switched back, the password is removed and the services reconnect.
+(`CLIENT PAUSE` does not fit: `CLIENT UNPAUSE` itself waits for the pause to end.)"""
 
 from __future__ import annotations
 
