@@ -26,6 +26,13 @@ def tags_key(service: str, orderid: str) -> str:
     return f"tags:{{{service}:{orderid}}}"
 
 
+def parts_key(service: str, orderid: str) -> str:
+    """An order's part data kept by the shared part cache: `parts:{<service>:<orderid>}`, a
+    hash of entries by user, part and request parameters, on the shard of the order's tags
+    (one hash tag)."""
+    return f"parts:{{{service}:{orderid}}}"
+
+
 def tags_channel(service: str, orderid: str) -> str:
     """The channel order_tags publishes an order's tag writes on: the key's own name (channels
     are a namespace of their own), so on a cluster it is sharded pub/sub on the key's shard."""
@@ -72,6 +79,7 @@ def create_redis(
     *,
     client_name: str | None = None,
     retry_lost_connection: bool = True,
+    decode_responses: bool = True,
 ) -> RedisClient:
     """A client for `url`, or the settings' URL or cluster. The caller's deadline decides,
     and a dead Redis costs one fast failure, not a backoff loop: no retry on a timeout, and
@@ -79,13 +87,13 @@ def create_redis(
     CLIENT KILL, an idle `timeout`) costs no request; on a Redis that is down the retry's
     connect is refused at once. `retry_lost_connection=False` for a pub/sub client whose
     owner reconnects and resubscribes itself. `client_name` names the connections in
-    Redis's CLIENT LIST."""
+    Redis's CLIENT LIST; `decode_responses=False` for a client of binary values."""
     common: dict[str, Any] = {
         "client_name": client_name,
         "socket_timeout": settings.socket_timeout_s,
         "socket_connect_timeout": settings.connect_timeout_s,
         "retry": Retry(NoBackoff(), 1 if retry_lost_connection else 0, (RedisConnectionError,)),
-        "decode_responses": True,
+        "decode_responses": decode_responses,
         "health_check_interval": 0,
     }
     if url is None and settings.cluster_nodes:

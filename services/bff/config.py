@@ -133,6 +133,17 @@ DEGRADED_MEMO_BYTES = 64 * 2**20
 # (0: off)
 RECENT_MEMO_BYTES = 16 * 2**20
 
+# -- The shared part cache (services/bff/part_cache.py; docs/protocol.md: Part endpoints)
+# part data is kept this long in Redis for every replica (the protocol's `part_cache_ttl`)
+PART_CACHE_TTL_S = 60.0
+# entries (user × part × question to the upstream) kept per order; a new one past it empties
+# the order's hash: one user with two devices asking each of six parts holds 12
+PART_CACHE_MAX_ENTRIES = 32
+# a part's fields larger than this are not kept (with the entries' cap, an order's bound)
+PART_CACHE_MAX_ENTRY_BYTES = 64 * 2**10
+# zlib's level for kept parts (0: kept as they are); docs/capacity.md: The shared part cache
+PART_CACHE_ZLIB_LEVEL = 1
+
 # -- Request limits (docs/protocol.md: Errors and limits)
 MAX_KNOWN_ORDERS = 20
 MAX_EXTRA_FIELDS = 16
@@ -208,6 +219,19 @@ class PartFetchSettings(BaseModel):
     recent_memo_bytes: int = Field(RECENT_MEMO_BYTES, ge=0)
 
 
+class PartCacheSettings(BaseModel):
+    """The shared part cache in the Redis of REDIS_URL / REDIS_CLUSTER_NODES (off: the memos
+    alone, as without a Redis)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = True
+    ttl_s: float = Field(PART_CACHE_TTL_S, gt=0, le=3600)
+    max_entries: int = Field(PART_CACHE_MAX_ENTRIES, ge=1)
+    max_entry_bytes: int = Field(PART_CACHE_MAX_ENTRY_BYTES, ge=0)
+    zlib_level: int = Field(PART_CACHE_ZLIB_LEVEL, ge=0, le=9)
+
+
 class AdmissionSettings(BaseModel):
     """Admission control's numbers but its ceiling (an operator's variable)."""
 
@@ -227,8 +251,9 @@ class AdmissionSettings(BaseModel):
 class ProtocolSettings(Settings):
     """The protocol's numbers, shared by orders_state and launch, by concern: the operator's
     deadlines and capacity (MLUTP_*, the only ones read from the environment); the tag cache
-    and freshness, and upstream calls; and the groups `tag_reads`, `part_fetches`, `interval`
-    and `admission`. Every default but the operator's is a constant above."""
+    and freshness, and upstream calls; and the groups `tag_reads`, `part_fetches`,
+    `part_cache`, `interval` and `admission`. Every default but the operator's is a constant
+    above."""
 
     model_config = SettingsConfigDict(env_prefix="MLUTP_")
 
@@ -267,6 +292,7 @@ class ProtocolSettings(Settings):
     retry_budget_min: int = Field(RETRY_BUDGET_MIN, ge=0)
 
     part_fetches: PartFetchSettings = PartFetchSettings()
+    part_cache: PartCacheSettings = PartCacheSettings()
 
     # request limits
     max_known_orders: int = Field(MAX_KNOWN_ORDERS, ge=1)
@@ -337,6 +363,9 @@ class ProtocolSettings(Settings):
         return FetchMemo(
             ttl_ms=self.timings().min_ttl_ms, max_bytes=self.part_fetches.recent_memo_bytes
         )
+
+    def part_cache_ttl_ms(self) -> int:
+        return int(self.part_cache.ttl_s * 1000)
 
     def budget_limit(self) -> BudgetLimit:
         """The admission cap's bounds and what moves it."""

@@ -51,6 +51,20 @@ class BffMetrics:
             ["service", "part"],
             registry=registry,
         )
+        self.part_cache = Counter(
+            "mlutp_part_cache",
+            "The shared part cache in Redis, per part request's order: hit (answered with no "
+            "upstream call), miss (Redis failing included: the upstream or the memo "
+            "answered), stored",
+            ["service", "part", "outcome"],
+            registry=registry,
+        )
+        self.part_cache_errors = Counter(
+            "mlutp_part_cache_errors",
+            "Calls to the shared part cache that failed or passed their deadline (each a miss)",
+            ["operation"],
+            registry=registry,
+        )
         # the poll's own work, a waiting poll's held time left out: what the protocol's "critical
         # data comes back quickly" is measured by (http_request_duration_seconds of
         # orders/state holds the waits too)

@@ -3,6 +3,10 @@ and answer exactly the rule's fields the upstream returned, plus a new tag.
 
 Reading the tag before the data means a change racing with the fetch costs at most one extra
 fetch, never a lost update: the data is at least as new as the tag says.
+
+A part whose data the shared part cache (services.bff.part_cache) keeps for the requesting
+user, the same question to the upstream and the content tag current now is answered from it,
+on any replica, with no upstream call (docs/protocol.md: Part endpoints, stage 4).
 """
 
 from __future__ import annotations
@@ -21,10 +25,19 @@ from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
 from services.bff.poll import Caller
-from services.bff.ports import Fetched, FetchOutcome, OrderSource, PartUpstream, error_part
+from services.bff.ports import (
+    Fetched,
+    FetchOutcome,
+    KeptPart,
+    OrderSource,
+    PartKey,
+    PartUpstream,
+    SharedParts,
+    error_part,
+)
 from services.bff.tag_cache import StoredTags, TagCache
 from shared.policy import PartEndpoint, PollingPolicy
-from shared.protocol.parts import part_unchanged
+from shared.protocol.parts import kept_part_serves, part_unchanged, upstream_params_digest
 from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, upstream_content_tags
 from shared.wire import OrderKey, PartData
@@ -58,6 +71,11 @@ class OrderFetch:
     # the parts the requests joined before the call ask for: the call asks for data at least
     # as new as their stored content tags
     parts: set[str] = field(default_factory=set)
+    # the digest of the parameters its upstream call was sent, and whether the call was
+    # made (not answered by a memo): a joined request asking another question shares the
+    # answer, but it is kept only under the question asked
+    params: str = ""
+    called: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,8 @@ class NotRead(Enum):
 
 
 NOT_READ = NotRead.NOT_READ
+# what a part answer holds beside the part's fields
+_ENVELOPE = frozenset({"orderid", "tag"})
 # what a part request read of its orders' tags before its fetches: the tags, None (the tag
 # cache unavailable), or nothing yet
 Preread = StoredTags | None | NotRead
@@ -94,6 +114,8 @@ class PartService:
         coalesce: bool,
         degraded_memo: FetchMemo,
         recent_memo: FetchMemo,
+        shared_parts: SharedParts | None = None,
+        shared_ttl_ms: int = 0,
     ) -> None:
         self.policy = policy
         self.tag_cache = tag_cache
@@ -106,6 +128,9 @@ class PartService:
         self.degraded_memo = degraded_memo
         # with it up: one per order per min TTL while the order's content tags stay the same
         self.recent_memo = recent_memo
+        # part data kept for every replica (None: no shared cache, the memos alone)
+        self.shared_parts = shared_parts
+        self.shared_ttl_ms = shared_ttl_ms
         self._in_flight: dict[FetchKey, OrderFetch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = {
@@ -163,15 +188,111 @@ class PartService:
         self.count_request(endpoint)
         now_ms = int(time.time() * 1000)
         preread, unchanged = await self._unchanged(endpoint, orders, caller, now_ms)
+        rest = [order for order in orders if order.orderid not in unchanged]
+        params = upstream_params_digest(other_fields, caller.headers)
+        preread, kept = await self._kept(endpoint, rest, params, caller, preread)
         fetched = await self._fetch(
             endpoint,
-            [order for order in orders if order.orderid not in unchanged],
+            [order for order in rest if order.orderid not in kept],
             other_fields,
             caller,
             preread,
             now_ms,
+            params,
         )
-        return [unchanged.get(order.orderid) or fetched[order.orderid] for order in orders]
+        return [
+            unchanged.get(order.orderid) or kept.get(order.orderid) or fetched[order.orderid]
+            for order in orders
+        ]
+
+    async def _kept(
+        self,
+        endpoint: PartEndpoint,
+        orders: Sequence[RequestedOrder],
+        params: str,
+        caller: Caller,
+        preread: Preread,
+    ) -> tuple[Preread, dict[str, PartData]]:
+        """The orders whose part the shared cache keeps for this user and question under the
+        content tag current now (shared.protocol.parts.kept_part_serves), answered from it
+        with the tag of its fetch. The tags are read first (the read the fetches of the rest
+        use): the cache is asked only under a content tag read before."""
+        if self.shared_parts is None or not orders:
+            return preread, {}
+        if preread is NOT_READ:
+            preread = await self.tag_cache.get(
+                [OrderKey(endpoint.service, order.orderid) for order in orders]
+            )
+        if preread is None:
+            return None, {}
+        part_name = endpoint.rule.part_name
+        asked = [
+            (order, content)
+            for order in orders
+            if (
+                content := (preread.get(OrderKey(endpoint.service, order.orderid)) or {}).get(
+                    part_name
+                )
+            )
+            is not None
+        ]
+        if not asked:
+            return preread, {}
+        found = await self.shared_parts.get(
+            [
+                PartKey(endpoint.service, order.orderid, part_name, caller.user_id, params)
+                for order, _ in asked
+            ]
+        )
+        now_ms = int(time.time() * 1000)
+        parts: dict[str, PartData] = {}
+        for (order, content), kept in zip(asked, found, strict=True):
+            served = kept is not None and kept_part_serves(
+                kept.content,
+                kept.issued_ms,
+                content,
+                now_ms=now_ms,
+                ttl_ms=self.shared_ttl_ms,
+            )
+            self._count_shared(endpoint, "hit" if served else "miss")
+            if kept is not None and served:
+                parts[order.orderid] = self._part(
+                    endpoint,
+                    order.orderid,
+                    Fetched(FetchOutcome.OK, kept.fields),
+                    content,
+                    kept.issued_ms,
+                )
+        return preread, parts
+
+    def _count_shared(self, endpoint: PartEndpoint, outcome: str) -> None:
+        self.metrics.part_cache.labels(endpoint.service, endpoint.rule.part_name, outcome).inc()
+
+    async def _keep(
+        self,
+        endpoint: PartEndpoint,
+        kept: Sequence[tuple[str, OrderFetch, PartData]],
+        caller: Caller,
+    ) -> None:
+        """The parts this request's upstream calls answered, kept for every replica under the
+        content tag read before each call and the question the call asked."""
+        if self.shared_parts is None or not kept:
+            return
+        part_name = endpoint.rule.part_name
+        entries = []
+        for orderid, fetch, part in kept:
+            content = fetch.stored.get(part_name) if fetch.stored else None
+            if content is None:
+                continue
+            fields = {name: value for name, value in part.items() if name not in _ENVELOPE}
+            entries.append(
+                (
+                    PartKey(endpoint.service, orderid, part_name, caller.user_id, fetch.params),
+                    KeptPart(content, fetch.issued_ms, msgspec.json.encode(fields)),
+                )
+            )
+            self._count_shared(endpoint, "stored")
+        await self.shared_parts.put(entries)
 
     async def _unchanged(
         self,
@@ -223,8 +344,10 @@ class PartService:
         caller: Caller,
         preread: Preread,
         now_ms: int,
+        params: str = "",
     ) -> dict[str, PartData]:
-        """Each order's part from its upstream (or a fetch remembered or running)."""
+        """Each order's part from its upstream (or a fetch remembered or running); those its
+        own question fetched from the upstream are kept in the shared cache."""
         if not orders:
             return {}
         loop = asyncio.get_running_loop()
@@ -235,7 +358,7 @@ class PartService:
             key = self._key(endpoint, order.orderid, caller)
             running = self._in_flight.get(key) if self.coalesce else None
             if running is None:
-                running = OrderFetch(loop.create_future())
+                running = OrderFetch(loop.create_future(), params=params)
                 if self.coalesce:
                     self._in_flight[key] = running
                 started.append(StartedFetch(order, running, key))
@@ -256,6 +379,7 @@ class PartService:
             task.add_done_callback(self._tasks.discard)
         results = await asyncio.gather(*(asyncio.shield(fetch.fetched) for fetch in fetches))
         parts: dict[str, PartData] = {}
+        to_keep: list[tuple[str, OrderFetch, PartData]] = []
         for order, fetch, fetched in zip(orders, fetches, results, strict=True):
             # unknown content (cache down, or none stored) never matches: refetched later
             content = (
@@ -269,6 +393,15 @@ class PartService:
                 fetch.issued_ms,
                 degraded=not fetch.cache_available,
             )
+            if (
+                fetch.called
+                and fetch.cache_available
+                and fetch.params == params
+                and fetched.outcome is FetchOutcome.OK
+                and "tag" in parts[order.orderid]
+            ):
+                to_keep.append((order.orderid, fetch, parts[order.orderid]))
+        await self._keep(endpoint, to_keep, caller)
         return parts
 
     async def _run(
@@ -324,6 +457,7 @@ class PartService:
                     body["at_least"] = at_least
                 else:
                     body.pop("at_least", None)
+                one.fetch.called = True
                 fetched = await upstream.fetch(body, caller)
                 # a failure too, like a success: the parts of one document fetched one after
                 # another share its one failed call, and a client that asks again on every

@@ -66,6 +66,38 @@ class PartUpstream(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PartKey:
+    """A part's data as kept for one user and one question to its upstream: the order, the
+    part, the user the upstream checked, and the digest of the parameters that reached it
+    (shared.protocol.parts.upstream_params_digest)."""
+
+    service: str
+    orderid: str
+    part: str
+    user_id: str
+    params: str
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """A part's fields as its upstream returned them (JSON), fetched after reading the
+    content tag `content` at `issued_ms`."""
+
+    content: str
+    issued_ms: int
+    fields: bytes
+
+
+class SharedParts(Protocol):
+    """Part data shared by every replica (docs/protocol.md: Part endpoints, stage 4). It never
+    raises: a failure is a miss, and a part request is answered by its upstream or the memo."""
+
+    async def get(self, keys: Sequence[PartKey]) -> list[KeptPart | None]: ...
+
+    async def put(self, entries: Sequence[tuple[PartKey, KeptPart]]) -> None: ...
+
+
 class TagStore(Protocol):
     """order_tags as the core uses it; raises shared.errors.OrderTagsUnavailable."""
 

@@ -8,7 +8,8 @@
     admission                the cap of polls in progress
     engine                   one look at sources and tags      needs: tag cache, sources,
                                                                       admission
-    parts                    part endpoints, extended launch   needs: tag cache, sources
+    parts                    part endpoints, extended launch   needs: tag cache, sources;
+                             with a Redis, the shared part cache on it
 
 A resource set up before one it needs fails start-up with a message naming both
 (`shared.web.needs`), not with a KeyError on the first request."""
@@ -27,14 +28,17 @@ from services.bff.config import LEGACY_PART_TYPE, BffSettings
 from services.bff.engine import OrdersStateEngine
 from services.bff.known_orders import Limits
 from services.bff.metrics import BffMetrics
+from services.bff.part_cache import PART_CACHE_CLIENT_NAME, RedisPartCache
 from services.bff.part_service import PartService
 from services.bff.ports import OrderSource, TagStore
 from services.bff.tag_cache import TagCache
 from services.bff.tag_reads import JoinedTagReads
 from services.bff.upstreams import OrderSourceClient, PartUpstreamClient
+from shared.config import RedisSettings
 from shared.http import HTTP_SESSION, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
+from shared.redis import create_redis
 from shared.web import METRICS, CleanupContext, needs
 
 POLICY = web.AppKey("policy", PollingPolicy)
@@ -167,8 +171,12 @@ PARTS = web.AppKey("parts", PartService)
 TOTW = web.AppKey("totw", PartUpstreamClient)
 
 
-def parts_ctx(settings: BffSettings) -> CleanupContext:
+def parts_ctx(settings: BffSettings, redis: RedisSettings | None) -> CleanupContext:
+    """`redis`: the tags' Redis, where the shared part cache keeps part data for every
+    replica (None, or nothing configured: the per-process memos alone)."""
     protocol = settings.protocol
+    cache = protocol.part_cache
+    shared = redis is not None and bool(redis.url or redis.cluster_nodes) and cache.enabled
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         policy = app[POLICY]
@@ -184,6 +192,18 @@ def parts_ctx(settings: BffSettings) -> CleanupContext:
             for upstream, url in part_upstream_urls(settings, policy).items()
         }
         app[TOTW] = upstreams[LEGACY_PART_TYPE]
+        shared_parts = None
+        if shared and redis is not None:
+            shared_parts = RedisPartCache(
+                create_redis(redis, client_name=PART_CACHE_CLIENT_NAME, decode_responses=False),
+                app[BFF_METRICS],
+                ttl_ms=protocol.part_cache_ttl_ms(),
+                max_entries=cache.max_entries,
+                max_entry_bytes=cache.max_entry_bytes,
+                zlib_level=cache.zlib_level,
+                deadline_s=redis.command_deadline_s,
+                breaker=protocol.tag_cache_breaker(),
+            )
         app[PARTS] = PartService(
             policy,
             needs(app, TAG_CACHE, "the part service"),
@@ -193,16 +213,23 @@ def parts_ctx(settings: BffSettings) -> CleanupContext:
             coalesce=protocol.part_fetches.coalesce,
             degraded_memo=protocol.degraded_memo(),
             recent_memo=protocol.recent_memo(),
+            shared_parts=shared_parts,
+            shared_ttl_ms=protocol.part_cache_ttl_ms(),
         )
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
+        if shared_parts is not None:
+            await shared_parts.redis.aclose()
 
     return ctx
 
 
-def setup_bff(app: web.Application, settings: BffSettings) -> None:
+def setup_bff(
+    app: web.Application, settings: BffSettings, redis: RedisSettings | None = None
+) -> None:
     """Load and check the policy now (a bad one stops start-up); open the clients on
-    startup, in the order they need each other."""
+    startup, in the order they need each other. `redis`: the tags' Redis, for the shared
+    part cache."""
     policy = load_bff_policy(settings)
     app[POLICY] = policy
     app[BFF_METRICS] = BffMetrics(app[METRICS].registry)
@@ -214,6 +241,6 @@ def setup_bff(app: web.Application, settings: BffSettings) -> None:
             sources_ctx(settings),
             admission_ctx(settings),
             engine_ctx(settings),
-            parts_ctx(settings),
+            parts_ctx(settings, redis),
         ]
     )

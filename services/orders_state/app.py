@@ -15,7 +15,8 @@ SERVICE = "orders_state"
 
 def create_app(settings: OrdersStateSettings) -> web.Application:
     app = create_base_app(SERVICE, settings, client_facing=True)
-    setup_bff(app, settings)
+    # the tags' Redis: the waiting polls' wake-ups and the shared part cache
+    setup_bff(app, settings, settings.redis)
     policy = app[POLICY]
     protocol = settings.protocol
     app[MAX_PART_ORDERS] = protocol.max_part_orders

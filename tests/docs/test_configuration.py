@@ -142,3 +142,18 @@ def test_no_document_or_manifest_names_a_variable_nothing_reads() -> None:
             text = before + after.partition("\n## ")[2]
         unknown = set(VARIABLE_NAME.findall(text)) - known
         assert not unknown, f"{path.relative_to(ROOT)} names variables nothing reads: {unknown}"
+
+
+def test_the_shared_part_caches_numbers_are_the_pages() -> None:
+    """The protocol's `part_cache_ttl` (60 s) and the cache's bounds, as the page gives them,
+    are the settings' defaults (docs/protocol.md: Part endpoints)."""
+    [row] = [line for line in CONFIGURATION.splitlines() if line.startswith("| shared part cache")]
+    said = {name: float(value) for name, value in re.findall(r"`(PART_CACHE_\w+)` ([0-9.]+)", row)}
+    cache = ProtocolSettings().part_cache
+    assert said == {
+        "PART_CACHE_TTL_S": cache.ttl_s,
+        "PART_CACHE_MAX_ENTRIES": cache.max_entries,
+        "PART_CACHE_MAX_ENTRY_BYTES": cache.max_entry_bytes,
+        "PART_CACHE_ZLIB_LEVEL": cache.zlib_level,
+    }
+    assert cache.ttl_s == bff_config.PART_CACHE_TTL_S == 60
