@@ -17,6 +17,7 @@ from services.bff.known_orders import ParsedKnownOrder
 from services.bff.listings import Listings, current_answers, lagging_orders
 from services.bff.metrics import BffMetrics
 from services.bff.monotonic_reads import VersionChecks, behind, echoed_versions
+from services.bff.observer import UNOBSERVED, LookObserver
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
 from services.bff.source_calls import SourceCalls
@@ -95,6 +96,7 @@ class OrdersStateEngine:
         *,
         overload: Callable[[], float] = lambda: 1.0,
         rng: random.Random | None = None,
+        observer: LookObserver = UNOBSERVED,
     ) -> None:
         self.policy = policy
         self.sources = sources
@@ -104,6 +106,7 @@ class OrdersStateEngine:
         # how overloaded the process is now (the interval's factor); admission control's
         self.overload = overload
         self.rng = rng or random.Random()
+        self.observer = observer
         self.source_calls = SourceCalls(sources, metrics)
         self.listings = Listings(
             tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
@@ -187,6 +190,7 @@ class OrdersStateEngine:
         """One look: every queried source, then the tags of the orders they list. The orders
         are decided by the policy version the client holds, or with `handing_out` (launch)
         by the version it is handed."""
+        started = self.observer.look_started(poll)
         with self.metrics.poll_look.time():
             client_versions = versions_of_client(
                 self.policy,
@@ -195,9 +199,11 @@ class OrdersStateEngine:
                 ((k.order.service, k.order.tags) for k in poll.known),
             )
             to_hold = versions_to_hold(self.policy, client_versions)
-            return await self._look(
+            result = await self._look(
                 poll, to_hold if handing_out else client_versions, to_hold, client_versions
             )
+        self.observer.looked(poll, result, started)
+        return result
 
     async def _look(
         self,

@@ -28,7 +28,7 @@ from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.poll import Poll
 from services.orders_state.waiting.kept_looks import KeptLooks, cache_key
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.ports import Waiter, Wakeups
+from services.orders_state.waiting.ports import UNOBSERVED, Waiter, WaitObserver, Wakeups
 from services.orders_state.waiting.seen_users import SeenUsers
 from shared.errors import Overloaded
 from shared.logs import Sparse
@@ -36,7 +36,6 @@ from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
 from shared.protocol.waiting import (
     KEEP_WAITING,
     Answer,
-    KeptLook,
     Moment,
     Verdict,
     WaitCause,
@@ -142,12 +141,15 @@ class WaitingPolls:
         config: WaitingConfig,
         metrics: WaitingMetrics,
         rng: random.Random | None = None,
+        *,
+        observer: WaitObserver = UNOBSERVED,
     ) -> None:
         self.engine = engine
         self.admission = admission
         self.wakeups = wakeups
         self.config = config
         self.metrics = metrics
+        self.observer = observer
         self._warnings = Sparse()
         self.rng = rng or random.Random()
         # polls that asked to wait and took a slot (in any phase: looking, listening, held)
@@ -238,7 +240,9 @@ class WaitingPolls:
                     if kept is not None:
                         # nothing changed since this client's last look: held from it
                         self.metrics.cached_looks.inc()
-                        result = await self._held_from(wait, *kept, channels)
+                        kept_look, kept_result = kept
+                        result = wait.cached(kept_result)
+                        await self.observer.held_from_kept_look(wait.poll, kept_look, channels)
                         return await self._wait(wait, watch.waiter, result, key, channels)
                     result = await self._look(wait, key, channels)
                     verdict = wait.verdict(Moment.LOOKED, result)
@@ -277,13 +281,6 @@ class WaitingPolls:
         verdict = wait.verdict(Moment.LOOKED, result, may_wait=may_wait, room=room)
         assert isinstance(verdict, Answer), "a poll that cannot be held is answered at once"
         return self._reply(result, verdict)
-
-    async def _held_from(
-        self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
-    ) -> LookResult:
-        """The poll's first look taken from the kept one (the simulation checks it here
-        against a fresh look)."""
-        return wait.cached(result)
 
     async def _look(self, wait: _Wait, key: Hashable | None, channels: Sequence[str]) -> LookResult:
         """A look of a waiting poll, kept for the client's next poll when it had no news and
