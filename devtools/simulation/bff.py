@@ -4,7 +4,7 @@ wires them), admission, waiting polls and part service, over the simulated tag s
 sources, upstreams and wake-ups. What the aiohttp handlers do around them (parse the body,
 answer 503 past the cap) is done here in a few lines; the HTTP layer itself is not simulated.
 
-It is observed through thin subclasses of the engine, the waiting polls and the listings
+It is observed through the observer ports the engine and the waiting polls take
 (devtools/simulation/observed.py), none changing what the product does."""
 
 from __future__ import annotations
@@ -18,16 +18,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from devtools.simulation.observed import (
-    CheckedWaitingPolls,
-    ObservedEngine,
-    OrderedListings,
-    PollObserver,
-)
+from devtools.simulation.observed import KeptLookChecks, PollObserver, ProcessLooks
 from devtools.simulation.store import SimTagStore
 from devtools.simulation.wakeups import CURRENT_POLL, PollState, SimWakeups
 from services.bff.admission import Admission
 from services.bff.config import ProtocolSettings
+from services.bff.engine import OrdersStateEngine
 from services.bff.known_orders import parse_poll
 from services.bff.metrics import BffMetrics
 from services.bff.part_request import RequestedOrder
@@ -38,7 +34,7 @@ from services.bff.tag_cache import TagCache
 from services.bff.tag_reads import JoinedTagReads
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitCause
+from services.orders_state.waiting.polls import WaitCause, WaitingPolls
 from shared.answer import AnsweredOrder
 from shared.errors import Overloaded
 from shared.policy import PollingPolicy, Stage
@@ -118,7 +114,7 @@ class BffProcess:
             rng=random.Random(rng.random()),
             cpu_clock=loop.time,
         )
-        engine = ObservedEngine(
+        engine = OrdersStateEngine(
             policy,
             sources,
             self.tag_cache,
@@ -126,26 +122,20 @@ class BffProcess:
             metrics,
             overload=self.admission.overload,
             rng=random.Random(rng.random()),
-        )
-        engine.observer = observer
-        engine.process = name
-        engine.lost = self._lost
-        engine.listings = OrderedListings(
-            self.tag_cache, metrics, max_age_ms=engine.config.list_max_age_ms, rng=engine.rng
+            observer=ProcessLooks(observer, name, self._lost),
         )
         self.engine = engine
         self.hub = SimWakeups(loop.time, lambda: store.up, observer)
         store.subscribers.append(self.hub)
-        self.waiting = CheckedWaitingPolls(
+        self.waiting = WaitingPolls(
             engine,
             self.admission,
             self.hub,
             replace(WAITING_SETTINGS.waiting_config(), watch_cache=watch_cache),
             WaitingMetrics(registry),
             rng=random.Random(rng.random()),
+            observer=KeptLookChecks(observer, name, engine, self.hub),
         )
-        self.waiting.observer = observer
-        self.waiting.process = name
         self.parts = PartService(
             policy,
             self.tag_cache,

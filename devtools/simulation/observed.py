@@ -1,10 +1,8 @@
-"""The thin subclasses through which a BFF process (devtools/simulation/bff.py) is observed,
-none changing what the product does: the engine tells an observer of each look (the
-invariants checked look by look), the waiting polls check each poll held from a kept look
-(the watch cache) against a fresh look, and the listings keep a poll's answers in service
-order, where the engine hands them over in the order of a set of service names, which is the
-interpreter's hash order: with it, a seed would replay differently under another
-PYTHONHASHSEED."""
+"""How a BFF process (devtools/simulation/bff.py) is observed: through the observer ports the
+engine and the waiting polls take at construction (services/bff/observer.py,
+services/orders_state/waiting/ports.py), none changing what the product does. The engine
+tells of each look (the invariants checked look by look); each poll held from a kept look
+(the watch cache) is checked at that moment against a fresh look."""
 
 from __future__ import annotations
 
@@ -16,13 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from devtools.simulation.wakeups import CURRENT_POLL, WatchObserver
 from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.known_orders import ParsedKnownOrder
-from services.bff.listings import Listings
 from services.bff.poll import Poll
-from services.bff.tag_cache import TagsRead
-from services.orders_state.waiting.polls import WaitingPolls, _Wait
+from services.orders_state.waiting.ports import Wakeups
 from shared.policy import PartEndpoint
 from shared.protocol.waiting import KeptLook, has_news
-from shared.upstream_wire import SourceResponse
 from shared.wire import OrderKey
 
 if TYPE_CHECKING:
@@ -65,15 +60,17 @@ class PollObserver(LookObserver, WatchObserver, Protocol):
     ) -> None: ...
 
 
-class ObservedEngine(OrdersStateEngine):
-    """The engine, telling an observer of each look."""
+class ProcessLooks:
+    """The engine's observer (services.bff.observer.LookObserver): tells the checks of each
+    look of one process."""
 
-    observer: LookObserver
-    process: str
-    # what of Redis the process knows it has lost now ("" when nothing)
-    lost: Callable[[], str]
+    def __init__(self, observer: LookObserver, process: str, lost: Callable[[], str]) -> None:
+        self.observer = observer
+        self.process = process
+        # what of Redis the process knows it has lost now ("" when nothing)
+        self.lost = lost
 
-    async def look(self, poll: Poll, *, handing_out: bool = False) -> LookResult:
+    def look_started(self, poll: Poll) -> tuple[float, dict[OrderKey, Any]]:
         started = asyncio.get_running_loop().time()
         state = CURRENT_POLL.get()
         lost = self.lost()
@@ -81,39 +78,46 @@ class ObservedEngine(OrdersStateEngine):
             # docs/protocol.md: Waiting poll, "polls already held when the tag cache or the
             # pub/sub connection is lost are answered with their last look, with no new look"
             self.observer.looked_again(self.process, poll.user_id, lost)
-        before = self.observer.look_started(poll.known)
-        result = await super().look(poll, handing_out=handing_out)
-        self.observer.look(self.process, poll.user_id, poll.known, started, result, before)
-        return result
+        return started, self.observer.look_started(poll.known)
+
+    def looked(self, poll: Poll, result: LookResult, started: object) -> None:
+        assert isinstance(started, tuple)
+        at, before = started
+        self.observer.look(self.process, poll.user_id, poll.known, at, result, before)
 
 
-class CheckedWaitingPolls(WaitingPolls):
-    """The waiting polls, each poll held from a kept look (the watch cache) checked at that
-    moment against a fresh look: one with news is a change the cache made it miss. The fresh
-    look is the one the poll made before the cache, so the sources and the store see the
-    same calls; its answer is only compared, never sent."""
+class KeptLookChecks:
+    """The waiting polls' observer (services.orders_state.waiting.ports.WaitObserver): each
+    poll held from a kept look (the watch cache) checked at that moment against a fresh look:
+    one with news is a change the cache made it miss. The fresh look is the one the poll made
+    before the cache, so the sources and the store see the same calls; its answer is only
+    compared, never sent."""
 
-    observer: PollObserver
-    process: str
+    def __init__(
+        self,
+        observer: PollObserver,
+        process: str,
+        engine: OrdersStateEngine,
+        wakeups: Wakeups,
+    ) -> None:
+        self.observer = observer
+        self.process = process
+        self.engine = engine
+        self.wakeups = wakeups
 
-    async def _held_from(
-        self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
-    ) -> LookResult:
-        held = await super()._held_from(wait, kept, result, channels)
-        wakeups = self.wakeups
-        assert wakeups is not None
-        stamp = wakeups.stamp(channels)
+    async def held_from_kept_look(
+        self, poll: Poll, kept: KeptLook, channels: Sequence[str]
+    ) -> None:
+        stamp = self.wakeups.stamp(channels)
         loop = asyncio.get_running_loop()
         since_s = loop.time() - (time.time() * 1000 - kept.since_ms) / 1000
-        fresh = await self.engine.look(wait.poll)
+        fresh = await self.engine.look(poll)
         # a write during the fresh look rings the held poll: only what was there before counts
-        if wakeups.stamp(channels) == stamp and not fresh.cannot_wait:
-            news = _news(wait.known_statuses, fresh)
+        if self.wakeups.stamp(channels) == stamp and not fresh.cannot_wait:
+            known_statuses = {k.key: k.order.status for k in poll.known}
+            news = _news(known_statuses, fresh)
             if news:
-                self.observer.kept_look_missed(
-                    self.process, wait.poll.user_id, channels, since_s, news
-                )
-        return held
+                self.observer.kept_look_missed(self.process, poll.user_id, channels, since_s, news)
 
 
 def _news(known_statuses: Mapping[OrderKey, str], fresh: LookResult) -> str:
@@ -127,17 +131,3 @@ def _news(known_statuses: Mapping[OrderKey, str], fresh: LookResult) -> str:
         )
         or "a known order left out"
     )
-
-
-class OrderedListings(Listings):
-    """Kept answers in the services' name order: the engine hands them in the sources' order
-    now, but the seeds recorded in tests/simulation (the known failures' especially) were found
-    with this order of the kept ages' random draws, and replay only with it."""
-
-    def keep(
-        self,
-        user_id: str,
-        read: TagsRead | None,
-        asked: Mapping[str, SourceResponse | None],
-    ) -> None:
-        super().keep(user_id, read, dict(sorted(asked.items())))

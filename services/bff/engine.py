@@ -17,12 +17,13 @@ from services.bff.known_orders import ParsedKnownOrder
 from services.bff.listings import Listings, current_answers, lagging_orders
 from services.bff.metrics import BffMetrics
 from services.bff.monotonic_reads import VersionChecks, behind, echoed_versions
+from services.bff.observer import UNOBSERVED, LookObserver
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
 from services.bff.source_calls import SourceCalls
 from services.bff.stale_orders import placed_by, stale_order
 from services.bff.stored_tags import stored_tags
-from services.bff.tag_cache import TagCache
+from services.bff.tag_cache import TagCache, TagsRead
 from shared.answer import (
     ActualOrder,
     AnsweredOrder,
@@ -35,6 +36,13 @@ from shared.protocol.allowed_changes import (
     allowed_changes,
 )
 from shared.protocol.interval import IntervalRules, polling_interval_ms
+from shared.protocol.look import (
+    answers_to_keep,
+    look_degraded,
+    source_lagging,
+    stays_stale,
+    tags_made_for,
+)
 from shared.protocol.need_request import CacheState, TagTimings, decide_parts
 from shared.protocol.ordering import (
     canonical_key,
@@ -84,6 +92,23 @@ class EngineConfig:
     created_grace_ms: int
 
 
+@dataclass(frozen=True)
+class _Sources:
+    """What one look's sources said, asked now or kept."""
+
+    asked: dict[str, SourceResponse | None]
+    # the answers of the available services, asked or kept
+    available: dict[str, SourceResponse]
+    # the orders they list in canonical order, but those given older than their client echoed
+    listed: list[tuple[str, SourceOrder]]
+    # known orders their available source does not list yet, within the created grace
+    not_listed_yet: set[OrderKey]
+    # known orders an answer gives older than their client echoed
+    behind: set[OrderKey]
+    # the services whose just-asked answer is current (not lagging)
+    current: set[str]
+
+
 class OrdersStateEngine:
     def __init__(
         self,
@@ -95,6 +120,7 @@ class OrdersStateEngine:
         *,
         overload: Callable[[], float] = lambda: 1.0,
         rng: random.Random | None = None,
+        observer: LookObserver = UNOBSERVED,
     ) -> None:
         self.policy = policy
         self.sources = sources
@@ -104,6 +130,7 @@ class OrdersStateEngine:
         # how overloaded the process is now (the interval's factor); admission control's
         self.overload = overload
         self.rng = rng or random.Random()
+        self.observer = observer
         self.source_calls = SourceCalls(sources, metrics)
         self.listings = Listings(
             tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
@@ -187,6 +214,7 @@ class OrdersStateEngine:
         """One look: every queried source, then the tags of the orders they list. The orders
         are decided by the policy version the client holds, or with `handing_out` (launch)
         by the version it is handed."""
+        started = self.observer.look_started(poll)
         with self.metrics.poll_look.time():
             client_versions = versions_of_client(
                 self.policy,
@@ -195,9 +223,11 @@ class OrdersStateEngine:
                 ((k.order.service, k.order.tags) for k in poll.known),
             )
             to_hold = versions_to_hold(self.policy, client_versions)
-            return await self._look(
+            result = await self._look(
                 poll, to_hold if handing_out else client_versions, to_hold, client_versions
             )
+        self.observer.looked(poll, result, started)
+        return result
 
     async def _look(
         self,
@@ -206,13 +236,49 @@ class OrdersStateEngine:
         to_hold: dict[str, str],
         client_versions: dict[str, str],
     ) -> LookResult:
-        known, services = poll.known, poll.services
+        # the versions the client echoed: no order is answered older (monotonic reads)
+        echoed = echoed_versions(poll.known)
+        read, kept = await self._read(poll, echoed)
+        sources = await self._ask(poll, versions, echoed, read, kept)
+        actual, due_at_ms, tag_store_up = await self._decide(poll, versions, read, sources)
+        orders = self._merge(poll, sources, actual)
+        degraded = look_degraded(
+            tag_store_up=tag_store_up,
+            queried=poll.services,
+            served=self.sources,
+            available=sources.available,
+            known_services=(k.order.service for k in poll.known),
+        )
+        allowances: dict[str, SourceAllowance] = {
+            service: answer.allowed_changes for service, answer in sources.available.items()
+        }
+        return LookResult(
+            orders,
+            allowed_changes(poll.services, allowances),
+            self.interval_ms(orders, degraded=degraded),
+            degraded=degraded,
+            due_at_ms=due_at_ms,
+            kept_since_ms=self.listings.kept_since_ms(read, kept),
+            policy_versions=to_hold,
+            policy_changed=to_hold != client_versions,
+            source_lagging=source_lagging(
+                not_listed_yet=sources.not_listed_yet,
+                behind=sources.behind,
+                answered=(s for s, answer in sources.asked.items() if answer),
+                current=sources.current,
+            ),
+        )
+
+    async def _read(
+        self, poll: Poll, echoed: Mapping[OrderKey, int]
+    ) -> tuple[TagsRead | None, dict[str, SourceResponse]]:
+        """Read: one order_tags call for the known orders' tags and the lists' tags and kept
+        answers, and the kept answers that stand for asking their source."""
         # the checked user id (services.bff.requests): a kept answer is read for it alone
         user_id = poll.user_id
         listed_services = self.listed_services(poll)
-        # one order_tags call: the known orders' tags, and the lists' tags and kept answers
         read = await self.tag_cache.read(
-            [k.key for k in known if k.order.service in self.sources],
+            [k.key for k in poll.known if k.order.service in self.sources],
             [ListKey(service, user_id) for service in listed_services],
             # counted against the order's budget of this user: naming another's order with
             # force spends nothing of its owner's
@@ -226,64 +292,87 @@ class OrdersStateEngine:
         kept = self.listings.kept(read, listed_services, int(time.time() * 1000))
         # monotonic reads: a kept answer older than a version the client echoed is not used,
         # its source is asked (at most once per min_ttl per user and service)
-        echoed = echoed_versions(known)
         older = {key.service for key in behind(kept, echoed)}
         for service in self.version_checks.allow(user_id, older, int(time.time() * 1000)):
             self.metrics.source_call(service, "kept_older").inc()
             del kept[service]
+        return read, kept
+
+    async def _ask(
+        self,
+        poll: Poll,
+        versions: dict[str, str],
+        echoed: Mapping[OrderKey, int],
+        read: TagsRead | None,
+        kept: dict[str, SourceResponse],
+    ) -> _Sources:
+        """Ask: every queried source a kept answer does not stand for, told the list tag read
+        before the call; which answers are current, which known orders their sources do not
+        list yet or give older than echoed; the current answers kept for later polls."""
         # the list tag read before each source is asked: it serves data at least that new
         list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
         asked, shared = await self.source_calls.ask(
-            [s for s in services if s not in kept], poll, versions, list_tags
+            [s for s in poll.services if s not in kept], poll, versions, list_tags
         )
-        sources: dict[str, SourceResponse | None] = {**asked, **kept}
-        available = {service: result for service, result in sources.items() if result is not None}
-
+        answers: dict[str, SourceResponse | None] = {**asked, **kept}
+        available = {service: answer for service, answer in answers.items() if answer is not None}
         listed = sorted(
-            ((service, order) for service, result in available.items() for order in result.orders),
+            ((service, order) for service, answer in available.items() for order in answer.orders),
             key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
         )
         listed_keys = {OrderKey(service, order.orderid) for service, order in listed}
-        now_ms = int(time.time() * 1000)
-        lagging = lagging_orders(
-            poll, read, available, listed_keys, now_ms=now_ms, grace_ms=self.config.created_grace_ms
+        not_listed_yet = lagging_orders(
+            poll,
+            read,
+            available,
+            listed_keys,
+            now_ms=int(time.time() * 1000),
+            grace_ms=self.config.created_grace_ms,
         )
         # an order its answer gives older than the client echoed: the source lags, the order
         # is stale (its echo), and the answer (a kept one, or a fresh one still older) is used
         # for this poll alone
-        backwards = behind(available, echoed)
-        listed = [(s, o) for s, o in listed if OrderKey(s, o.orderid) not in backwards]
-        keys = [OrderKey(service, order.orderid) for service, order in listed]
-        current = current_answers(asked, list_tags, lagging) - {k.service for k in backwards}
-        # a lagging answer is used for this poll alone: kept, it would stand for the source
-        # under a tag whose data it does not show, longer than the created grace; by the poll
-        # that made the call alone: those that shared it would write it again
+        older = behind(available, echoed)
+        listed = [(s, o) for s, o in listed if OrderKey(s, o.orderid) not in older]
+        current = current_answers(asked, list_tags, not_listed_yet) - {k.service for k in older}
         self.listings.keep(
-            user_id,
+            poll.user_id,
             read,
-            {
-                s: a
-                for s, a in asked.items()
-                if s in current and s in listed_services and s not in shared
-            },
+            answers_to_keep(
+                asked,
+                current=current,
+                with_list_tags=self.listed_services(poll),
+                shared=shared,
+            ),
         )
-        # only a just-asked current answer's orders get missing tags: a kept answer may list an
-        # order that has finished since (its tags deleted, its list bump not read yet), and
-        # tags made for it again would also open its created grace, showing it for 10 s more
-        creatable = {key for key in keys if key.service in current}
+        return _Sources(asked, available, listed, not_listed_yet, older, current)
+
+    async def _decide(
+        self, poll: Poll, versions: dict[str, str], read: TagsRead | None, sources: _Sources
+    ) -> tuple[list[AnsweredOrder], int | None, bool]:
+        """Decide: the listed orders' stored tags (the missing ones made for the orders of
+        current answers), then each order's parts by the client's tags and the stored ones.
+        The orders, when a part the min TTL holds back becomes needed, and whether the tag
+        store was up."""
+        keys = [OrderKey(service, order.orderid) for service, order in sources.listed]
         order_versions = {
             key: order.version
-            for (_, order), key in zip(listed, keys, strict=True)
+            for (_, order), key in zip(sources.listed, keys, strict=True)
             if order.version is not None
         }
         looked = await stored_tags(
-            self.tag_cache, self.policy, keys, read, creatable, user_id, order_versions
+            self.tag_cache,
+            self.policy,
+            keys,
+            read,
+            tags_made_for(keys, sources.current),
+            poll.user_id,
+            order_versions,
         )
         stored, made_ms = looked if looked is not None else (None, {})
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
-        known_by_key = {k.key: k for k in known}
-
+        known_by_key = {k.key: k for k in poll.known}
         decided = [
             self._actual(
                 service,
@@ -296,51 +385,32 @@ class OrdersStateEngine:
                 force_honoured=read is not None and key in read.force_honoured,
                 tags_made_ms=made_ms.get(key),
             )
-            for (service, source_order), key in zip(listed, keys, strict=True)
+            for (service, source_order), key in zip(sources.listed, keys, strict=True)
         ]
-        actual: list[AnsweredOrder] = [order for order, _ in decided]
         due_at_ms = min((due for _, due in decided if due is not None), default=None)
+        return [order for order, _ in decided], due_at_ms, cache.available
 
-        # a known order of an unavailable service stays, as the client knew it; so does one
-        # its source does not list yet, for a grace after its tags were made
+    def _merge(
+        self, poll: Poll, sources: _Sources, actual: list[AnsweredOrder]
+    ) -> list[AnsweredOrder]:
+        """Merge: the actual orders with the known orders that stay stale, in canonical
+        order (docs/protocol.md: Orders and their order)."""
         stale: list[AnsweredOrder] = [
             stale_order(k, self._capabilities(k.order.service))
-            for k in known
-            if k.order.service not in available or k.key in lagging or k.key in backwards
+            for k in poll.known
+            if stays_stale(
+                k.key,
+                available=sources.available,
+                not_listed_yet=sources.not_listed_yet,
+                behind=sources.behind,
+            )
         ]
         for order in stale:
             # a name the client made up is no label: metrics stay bounded
             served = order.service in self.sources
             self.metrics.stale_orders.labels(order.service if served else "unknown").inc()
-        orders: list[AnsweredOrder] = merge_orders(
-            actual, stale, [k.key for k in known], key=lambda o: o.key, placed_by=placed_by
-        )
-
-        allowances: dict[str, SourceAllowance] = {
-            service: result.allowed_changes for service, result in available.items()
-        }
-        # a failed source, or a known order of a service not served (its stale answer must
-        # not make a waiting client poll again at once); a service merely listed as supported
-        # that the server does not serve has no source to protect: not degraded
-        degraded = (
-            not cache.available
-            or any(s in self.sources and s not in available for s in services)
-            or any(k.order.service not in self.sources for k in known)
-        )
-        return LookResult(
-            orders,
-            allowed_changes(services, allowances),
-            self.interval_ms(orders, degraded=degraded),
-            degraded=degraded,
-            due_at_ms=due_at_ms,
-            kept_since_ms=self.listings.kept_since_ms(read, kept),
-            policy_versions=to_hold,
-            policy_changed=to_hold != client_versions,
-            # a just-created order not listed yet, or an answer of older data than the list
-            # tag read: the bump that would wake a waiting poll has rung already; an order
-            # older than its echo: no bump is coming for it (versions are not in list tags)
-            source_lagging=bool(lagging or backwards)
-            or any(s not in current for s in asked if asked[s]),
+        return merge_orders(
+            actual, stale, [k.key for k in poll.known], key=lambda o: o.key, placed_by=placed_by
         )
 
     def interval_ms(self, orders: Sequence[AnsweredOrder], *, degraded: bool) -> int:

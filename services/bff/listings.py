@@ -133,11 +133,13 @@ class Listings:
         asked: Mapping[str, SourceResponse | None],
     ) -> None:
         """Keep each asked source's answer under the list tag read before it was asked, in
-        the background (the poll's answer does not wait for the write)."""
+        the background (the poll's answer does not wait for the write). In the services'
+        name order: each answer's age is drawn in that order, whatever order the poll named
+        its services in, so a run with a seeded rng draws the same ages."""
         if read is None:
             return
         answers: list[KeptAnswerOut] = []
-        for service, answer in asked.items():
+        for service, answer in sorted(asked.items()):
             entry = read.lists.get(service)
             if answer is None or entry is None:
                 continue

@@ -28,7 +28,13 @@ from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.poll import Poll
 from services.orders_state.waiting.kept_looks import KeptLooks, cache_key
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.ports import Waiter, Wakeups
+from services.orders_state.waiting.ports import (
+    UNOBSERVED,
+    Waiter,
+    WaitObserver,
+    Wakeups,
+    WakeupWatch,
+)
 from services.orders_state.waiting.seen_users import SeenUsers
 from shared.errors import Overloaded
 from shared.logs import Sparse
@@ -36,7 +42,6 @@ from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
 from shared.protocol.waiting import (
     KEEP_WAITING,
     Answer,
-    KeptLook,
     Moment,
     Verdict,
     WaitCause,
@@ -142,12 +147,15 @@ class WaitingPolls:
         config: WaitingConfig,
         metrics: WaitingMetrics,
         rng: random.Random | None = None,
+        *,
+        observer: WaitObserver = UNOBSERVED,
     ) -> None:
         self.engine = engine
         self.admission = admission
         self.wakeups = wakeups
         self.config = config
         self.metrics = metrics
+        self.observer = observer
         self._warnings = Sparse()
         self.rng = rng or random.Random()
         # polls that asked to wait and took a slot (in any phase: looking, listening, held)
@@ -197,76 +205,95 @@ class WaitingPolls:
         if wakeups is None or not wakeups.available or self.shutting_down:
             return await self._at_once(wait, may_wait=False)
         user_id = wait.poll.user_id
+        if not self._take_slot(user_id):
+            return await self._at_once(wait, room=False)
+        try:
+            return await self._listen_then_look(wait, wakeups)
+        finally:
+            self._free_slot(user_id)
+
+    def _take_slot(self, user_id: str) -> bool:
+        """A waiting slot for a poll of this user, unless the process or the user is at the
+        cap. Taken before the first look, so the caps hold for polls in any phase."""
         if (
             self.waiting >= self.config.max_waiting
             or self.waiting_by_user[user_id] >= self.config.max_waiting_per_user
         ):
-            return await self._at_once(wait, room=False)
-
-        # the slot is taken before the first look, so the caps hold for polls in any phase
+            return False
         self.waiting += 1
         self.waiting_by_user[user_id] += 1
         self.metrics.waiting.inc()
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                order_channels = [
-                    tags_channel(k.order.service, k.order.orderid) for k in wait.poll.known
-                ]
-                list_channels = self._list_channels(wait.poll)
-                try:
-                    # listen before the first look: a write from then on rings. Only on the
-                    # user's own lists and on order channels already listened to (usually
-                    # this client's orders, from its last poll): the orders the client names
-                    # are not known to be the user's before the look
-                    watch = await stack.enter_async_context(
-                        wakeups.watch(
-                            [
-                                *list_channels,
-                                *filter(wakeups.listening, order_channels),
-                            ],
-                            self.config.subscribe_deadline_s,
-                        )
-                    )
-                    self._waiters.add(watch.waiter)
-                    stack.callback(self._waiters.discard, watch.waiter)
-                    # a kept look stands while nothing is heard on any of them (the watch cache)
-                    channels = [*list_channels, *order_channels]
-                    key = cache_key(wait.poll) if self._may_hold(wait.poll) else None
-                    kept = self.kept_looks.holding(
-                        key, wakeups, channels, tag_cache_up=self.engine.tag_cache.available
-                    )
-                    if kept is not None:
-                        # nothing changed since this client's last look: held from it
-                        self.metrics.cached_looks.inc()
-                        result = await self._held_from(wait, *kept, channels)
-                        return await self._wait(wait, watch.waiter, result, key, channels)
-                    result = await self._look(wait, key, channels)
-                    verdict = wait.verdict(Moment.LOOKED, result)
-                    if verdict is not KEEP_WAITING:
-                        return self._reply(result, verdict)
-                    # no news: every known order is in the answer, the source listed it for
-                    # the user. The rest of their channels now; a write before Redis
-                    # confirmed them is seen by one more look
-                    unheard = [c for c in order_channels if c not in watch.channels]
-                    if unheard:
-                        await watch.listen(unheard, self.config.subscribe_deadline_s)
-                except (RedisError, OSError, TimeoutError) as exc:
-                    self._warnings.warning(
-                        log, "cannot listen for wake-ups", "listen", error=repr(exc)
-                    )
-                    return await self._at_once(wait, may_wait=False)
-                if unheard:
-                    result = await self._look(wait, key, channels)
-                    verdict = wait.verdict(Moment.LOOKED, result)
-                    if verdict is not KEEP_WAITING:
-                        return self._reply(result, verdict)
+        return True
+
+    def _free_slot(self, user_id: str) -> None:
+        self.waiting -= 1
+        self.waiting_by_user[user_id] -= 1
+        if not self.waiting_by_user[user_id]:
+            del self.waiting_by_user[user_id]
+        self.metrics.waiting.dec()
+
+    async def _listen_then_look(self, wait: _Wait, wakeups: Wakeups) -> WaitedAnswer:
+        """Listen before the first look, so that a write from then on rings; then look (or
+        take the client's kept look) and hold the poll while it has no news."""
+        order_channels = [tags_channel(k.order.service, k.order.orderid) for k in wait.poll.known]
+        list_channels = self._list_channels(wait.poll)
+        # a kept look stands while nothing is heard on any of them (the watch cache)
+        channels = [*list_channels, *order_channels]
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                # only the user's own lists and order channels already listened to (usually
+                # this client's orders, from its last poll): the orders the client names are
+                # not known to be the user's before the look
+                watch = await self._watch(
+                    stack, wakeups, [*list_channels, *filter(wakeups.listening, order_channels)]
+                )
+            except (RedisError, OSError, TimeoutError) as exc:
+                return await self._cannot_listen(wait, exc)
+            key = cache_key(wait.poll) if self._may_hold(wait.poll) else None
+            kept = self.kept_looks.holding(
+                key, wakeups, channels, tag_cache_up=self.engine.tag_cache.available
+            )
+            if kept is not None:
+                # nothing changed since this client's last look: held from it
+                self.metrics.cached_looks.inc()
+                kept_look, kept_result = kept
+                result = wait.cached(kept_result)
+                await self.observer.held_from_kept_look(wait.poll, kept_look, channels)
                 return await self._wait(wait, watch.waiter, result, key, channels)
-        finally:
-            self.waiting -= 1
-            self.waiting_by_user[user_id] -= 1
-            if not self.waiting_by_user[user_id]:
-                del self.waiting_by_user[user_id]
-            self.metrics.waiting.dec()
+            result = await self._look(wait, key, channels)
+            verdict = wait.verdict(Moment.LOOKED, result)
+            if verdict is not KEEP_WAITING:
+                return self._reply(result, verdict)
+            # no news: every known order is in the answer, the source listed it for the user.
+            # The rest of their channels now; a write before Redis confirmed them is seen by
+            # one more look
+            unheard = [c for c in order_channels if c not in watch.channels]
+            if unheard:
+                try:
+                    await watch.listen(unheard, self.config.subscribe_deadline_s)
+                except (RedisError, OSError, TimeoutError) as exc:
+                    return await self._cannot_listen(wait, exc)
+                result = await self._look(wait, key, channels)
+                verdict = wait.verdict(Moment.LOOKED, result)
+                if verdict is not KEEP_WAITING:
+                    return self._reply(result, verdict)
+            return await self._wait(wait, watch.waiter, result, key, channels)
+
+    async def _watch(
+        self, stack: contextlib.AsyncExitStack, wakeups: Wakeups, channels: Sequence[str]
+    ) -> WakeupWatch:
+        """Listen on these channels until the poll is answered; its doorbell rung on
+        shutdown."""
+        watch = await stack.enter_async_context(
+            wakeups.watch(channels, self.config.subscribe_deadline_s)
+        )
+        self._waiters.add(watch.waiter)
+        stack.callback(self._waiters.discard, watch.waiter)
+        return watch
+
+    async def _cannot_listen(self, wait: _Wait, exc: Exception) -> WaitedAnswer:
+        self._warnings.warning(log, "cannot listen for wake-ups", "listen", error=repr(exc))
+        return await self._at_once(wait, may_wait=False)
 
     async def _at_once(
         self, wait: _Wait, *, may_wait: bool = True, room: bool = True
@@ -277,13 +304,6 @@ class WaitingPolls:
         verdict = wait.verdict(Moment.LOOKED, result, may_wait=may_wait, room=room)
         assert isinstance(verdict, Answer), "a poll that cannot be held is answered at once"
         return self._reply(result, verdict)
-
-    async def _held_from(
-        self, wait: _Wait, kept: KeptLook, result: LookResult, channels: Sequence[str]
-    ) -> LookResult:
-        """The poll's first look taken from the kept one (the simulation checks it here
-        against a fresh look)."""
-        return wait.cached(result)
 
     async def _look(self, wait: _Wait, key: Hashable | None, channels: Sequence[str]) -> LookResult:
         """A look of a waiting poll, kept for the client's next poll when it had no news and

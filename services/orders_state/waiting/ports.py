@@ -7,7 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from services.bff.poll import Poll
+
+if TYPE_CHECKING:
+    from shared.protocol.waiting import KeptLook
 
 
 class Waiter:
@@ -57,3 +62,27 @@ class Wakeups(Protocol):
         """Listen on these channels (and more, as the watch adds them) until the context
         ends; ConnectionError or TimeoutError when they cannot be within `deadline_s`."""
         ...
+
+
+class WaitObserver(Protocol):
+    """Who watches the waiting polls besides their metrics (the simulation checks the watch
+    cache through it); the services pass none, and `Unobserved` does nothing."""
+
+    async def held_from_kept_look(
+        self, poll: Poll, kept: KeptLook, channels: Sequence[str]
+    ) -> None:
+        """This poll's first look was taken from its client's kept look (the watch cache),
+        which held because nothing was heard on `channels` since `kept` was stamped."""
+        ...
+
+
+class Unobserved:
+    """No one watches."""
+
+    async def held_from_kept_look(
+        self, poll: Poll, kept: KeptLook, channels: Sequence[str]
+    ) -> None:
+        return None
+
+
+UNOBSERVED = Unobserved()

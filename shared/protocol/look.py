@@ -1,0 +1,90 @@
+"""One look's decisions (docs/protocol.md: Polling orders, List tags, A just-created order the
+source does not list yet, Waiting poll): which known orders stay stale, which just-asked
+answers are kept and which orders get tags made, whether the poll is degraded and whether a
+source lags. What is news to a waiting client is `shared.protocol.waiting.has_news`. Pure, no
+I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import TypeVar
+
+from shared.wire import OrderKey
+
+A = TypeVar("A")
+
+
+def stays_stale(
+    order: OrderKey,
+    *,
+    available: Collection[str],
+    not_listed_yet: Collection[OrderKey],
+    behind: Collection[OrderKey],
+) -> bool:
+    """A known order comes back stale, as the client knew it, when its service is unavailable
+    (Polling orders), when its source does not list it yet within the created grace (A
+    just-created order the source does not list yet), or when its source gives it at an older
+    version than the client echoed (an order never goes backwards)."""
+    return order.service not in available or order in not_listed_yet or order in behind
+
+
+def answers_to_keep(
+    asked: Mapping[str, A | None],
+    *,
+    current: Collection[str],
+    with_list_tags: Collection[str],
+    shared: Collection[str],
+) -> dict[str, A]:
+    """The just-asked answers kept for later polls (List tags): a current one of a service
+    with list tags, kept by the poll that made the call. A lagging answer is used for its poll
+    alone: kept, it would stand for the source under a tag whose data it does not show, longer
+    than the created grace; the polls that shared a call would write its answer again."""
+    return {
+        service: answer
+        for service, answer in asked.items()
+        if answer is not None
+        and service in current
+        and service in with_list_tags
+        and service not in shared
+    }
+
+
+def tags_made_for(listed: Iterable[OrderKey], current: Collection[str]) -> set[OrderKey]:
+    """The listed orders whose missing tags are made (List tags): those a current answer lists.
+    A kept answer may list an order that has finished since (its tags deleted, its list bump
+    not read yet), and tags made for it again would also open its created grace."""
+    return {order for order in listed if order.service in current}
+
+
+def look_degraded(
+    *,
+    tag_store_up: bool,
+    queried: Iterable[str],
+    served: Collection[str],
+    available: Collection[str],
+    known_services: Iterable[str],
+) -> bool:
+    """A poll is degraded while the tag store or a queried source is unavailable (Polling
+    interval: its interval doubled; Waiting poll: it answers at once). A known order of a
+    service this server does not serve counts too: its stale answer must not make a waiting
+    client poll again at once. A service merely named in supported_services that the server
+    does not serve has no source to protect: it degrades nothing."""
+    return (
+        not tag_store_up
+        or any(s in served and s not in available for s in queried)
+        or any(s not in served for s in known_services)
+    )
+
+
+def source_lagging(
+    *,
+    not_listed_yet: Collection[OrderKey],
+    behind: Collection[OrderKey],
+    answered: Iterable[str],
+    current: Collection[str],
+) -> bool:
+    """A source lags (Waiting poll: the poll answers at once) when it does not list a
+    just-created known order yet, gives an order older than its client echoed, or answered
+    with data older than the list tag read before asking. The bump that would wake a waiting
+    poll has rung already, or none is coming (versions are not in list tags)."""
+    return bool(not_listed_yet or behind) or any(s not in current for s in answered)
