@@ -70,6 +70,14 @@ class UnsupportedMediaType(DomainError):
     code = "unsupported_media_type"
 
 
+class UnsupportedEncoding(DomainError):
+    """A request body in a content coding the services do not decode: refused before it is
+    read, naming the ones they do (RFC 9110 §12.5.3: a 415 says so in Accept-Encoding)."""
+
+    status = 415
+    code = "unsupported_encoding"
+
+
 class BadGateway(DomainError):
     """A service this one passes requests to did not answer (the demo's proxy)."""
 

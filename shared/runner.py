@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import uvloop
 from aiohttp import web
+from aiohttp.http_exceptions import ContentEncodingError
 from pydantic import ValidationError
 
 from shared import wire
@@ -25,7 +26,13 @@ from shared.aiohttp_internals import (
 from shared.config import ServiceSettings, with_overrides
 from shared.errors import RequestTimeout, StartupError
 from shared.logs import Sparse, setup_logging
-from shared.web import CONNECTION_LIMITS, HTTP_CODES, METRICS, error_response
+from shared.web import (
+    CONNECTION_LIMITS,
+    HTTP_CODES,
+    METRICS,
+    error_response,
+    unsupported_encoding,
+)
 
 log = logging.getLogger("mlutp.runner")
 S = TypeVar("S", bound=ServiceSettings)
@@ -141,6 +148,16 @@ class ServiceRequestHandler(web.RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
+        if isinstance(exc, ContentEncodingError) and request.writer.output_size == 0:
+            # a coding aiohttp knows and cannot decode here (br, zstd without their
+            # libraries), refused as it parsed the headers: bad input, a 415 as read_json
+            # gives any other coding (docs/protocol.md: Request bodies), and nothing to log
+            # (the request here is aiohttp's stand-in: its headers are not the client's)
+            refused = unsupported_encoding(None)
+            response = error_response(refused.status, refused.code, refused.message)
+            response.headers.update(refused.headers)
+            response.force_close()
+            return response
         # the stock handler logs the error and refuses if a response was begun already
         super().handle_error(request, status, exc, message)
         if status >= 500:

@@ -16,12 +16,14 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shared import wire
+from shared.aiohttp_internals import stop_lingering
 from shared.config import ServiceSettings
 from shared.errors import (
     BadRequest,
     DomainError,
     PayloadTooLarge,
     StartupError,
+    UnsupportedEncoding,
     UnsupportedMediaType,
 )
 from shared.logs import AccessLog, request_id_var
@@ -72,6 +74,24 @@ def error_response(
     return json_response(wire.Error(code=code, message=message), status=status)
 
 
+# the request body codings the services take (docs/protocol.md: Request bodies): aiohttp
+# decodes these as the body is read, the size limit counting the decoded bytes; `identity`
+# is no coding at all
+REQUEST_ENCODINGS = ("gzip", "deflate", "identity")
+# what a 415 for another coding names in its Accept-Encoding
+ACCEPTED_ENCODINGS = "gzip, deflate"
+
+
+def unsupported_encoding(given: str | None) -> UnsupportedEncoding:
+    """The 415 of a body in another coding; `given` None when it is not known (aiohttp
+    refused it before a request was made)."""
+    came = "in another coding" if given is None else f"as {given[:60]!r}"
+    return UnsupportedEncoding(
+        f"the request body must be sent plain or with Content-Encoding: gzip; it came {came}",
+        headers={hdrs.ACCEPT_ENCODING: ACCEPTED_ENCODINGS},
+    )
+
+
 def json_media_type(content_type: str, charset: str | None) -> bool:
     """Whether a body's parsed Content-Type (`request.content_type`, `request.charset`) says
     JSON. Only `application/json`: a `+json` type names another format that happens to be
@@ -84,10 +104,11 @@ def json_media_type(content_type: str, charset: str | None) -> bool:
 
 
 async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T:
-    """Read and decode the body; a body that is not `application/json` is a 415 (before it
-    is read), over the size limit a 413, anything malformed a 400. No Content-Type is not
-    JSON either (RFC 9110 §8.3: the recipient may take it as application/octet-stream):
-    `curl -d` sends form data, and a body we guessed at would be a contract nobody wrote."""
+    """Read and decode the body; a body that is not `application/json`, or in a content
+    coding other than gzip or deflate, is a 415 (before it is read), over the size limit (as
+    decoded) a 413, anything malformed a 400. No Content-Type is not JSON either (RFC 9110
+    §8.3: the recipient may take it as application/octet-stream): `curl -d` sends form data,
+    and a body we guessed at would be a contract nobody wrote."""
     if request.body_exists and not json_media_type(request.content_type, request.charset):
         given = request.headers.get(hdrs.CONTENT_TYPE)
         charset = f"; charset={request.charset}" if request.charset else ""
@@ -95,9 +116,18 @@ async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T
             "the request body must be sent with Content-Type: application/json; it came "
             + ("with none" if given is None else f"as {request.content_type}{charset}"[:120])
         )
+    encoding = request.headers.get(hdrs.CONTENT_ENCODING)
+    # aiohttp passes a coding it does not know on undecoded: read as JSON, a plain body
+    # said to be `compress` would be taken, and `x-gzip` would be a malformed-JSON 400
+    if encoding is not None and encoding.strip().lower() not in REQUEST_ENCODINGS:
+        raise unsupported_encoding(encoding)
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
+        if encoding is not None:
+            # not lingered on: aiohttp would read (and so inflate) the rest of a gzip bomb
+            # for its lingering time after the answer
+            stop_lingering(request.protocol)
         raise PayloadTooLarge(f"the request body is too large: {exc.text}") from exc
     return wire.decode(decoder, body)
 
@@ -172,6 +202,9 @@ async def service_middleware(request: web.Request, handler: Handler) -> web.Stre
                 400, "bad_encoding", "the request body does not decode as its Content-Encoding says"
             )
             response.force_close()
+            # closed, not lingered on: aiohttp would read the rest of the body there, meet the
+            # same decoding error and log it with a traceback, once per such request
+            stop_lingering(request.protocol)
         except Exception:
             log.exception("unhandled error")
             response = error_response(500, "internal_error", "internal error")
