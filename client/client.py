@@ -54,6 +54,7 @@ class MlutpClient:
             user_agent=user_agent,
             timeout_s=self.options.request_timeout_s,
             stats=ClientStats(),
+            gzip_min_bytes=self.options.gzip_min_bytes,
         )
         self.point_at(launch_url, orders_state_url)
         self.supported_services = list(supported_services)

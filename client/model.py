@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from client.transport import GZIP_MIN_BYTES
+
 INTERVAL_HEADER = "X-Yataxi-Polling-Interval-Ms"
 WAIT_HEADER = "X-Mlutp-Wait"
 # the server waited or had news: the next waiting poll may go out at once
@@ -185,6 +187,9 @@ class ClientOptions:
             "totw": {"format_currency": True, "extend_freecars": False, "supported": []}
         }
     )
+    # request bodies this long or longer go gzipped where that pays (docs/protocol.md: Request
+    # bodies); None: every body plain, as a client that never gzips sends it
+    gzip_min_bytes: int | None = GZIP_MIN_BYTES
     # where the client keeps its orders and tags between app starts (None: nowhere): a
     # restarted app shows them at once and launch revalidates their tags
     state_file: Path | None = None

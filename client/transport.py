@@ -5,6 +5,7 @@ It decides nothing of the protocol: what an answer means is the caller's."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import itertools
 import json
 import time
@@ -17,7 +18,29 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDict
 
-from client.wire_bytes import WireBytes, request_line, status_line
+from client.wire_bytes import (
+    CONTENT_ENCODING_LINE,
+    GZIP_LEVEL,
+    WireBytes,
+    request_line,
+    status_line,
+)
+
+# a request body this long or longer is gzipped, and sent so when that makes the request
+# smaller, its Content-Encoding line counted (docs/protocol.md: Request bodies): a poll's known
+# orders (tags, echo fields) shrink by a third or more; a part request of an order or two
+# would gain little or grow
+GZIP_MIN_BYTES = 256
+
+
+def encoded(plain: bytes, gzip_min_bytes: int | None) -> tuple[bytes, dict[str, str]]:
+    """The body to send and its Content-Encoding header, if any; `gzip_min_bytes` None: the
+    body goes plain whatever its size (what every client may do)."""
+    if gzip_min_bytes is not None and len(plain) >= gzip_min_bytes:
+        packed = gzip.compress(plain, compresslevel=GZIP_LEVEL, mtime=0)
+        if len(packed) + CONTENT_ENCODING_LINE < len(plain):
+            return packed, {"Content-Encoding": "gzip"}
+    return plain, {}
 
 
 @dataclass
@@ -42,16 +65,24 @@ class ClientStats:
         self.bytes_received += size
         self.bytes_by_path[urlsplit(url).path] += size
 
-    def exchanged(self, response: aiohttp.ClientResponse, sent: bytes, payload: bytes) -> None:
+    def exchanged(
+        self,
+        response: aiohttp.ClientResponse,
+        sent: bytes,
+        payload: bytes,
+        *,
+        plain: bytes | None = None,
+    ) -> None:
         """Count one exchange's bytes both ways: `sent` the request body, `payload` the
-        answer's body; the header blocks are the ones the client and the server wrote."""
+        answer's body; the header blocks are the ones the client and the server wrote. With
+        `plain` (the body before the client encoded it, itself when it did not), the request
+        is counted as it went; without, as a client that gzips when it pays would send it."""
         info = response.request_info
-        request = WireBytes.of(
-            request_line(info.method, info.url.raw_path_qs),
-            info.headers.items(),
-            sent,
-            gzip_if_smaller=True,
-        )
+        start = request_line(info.method, info.url.raw_path_qs)
+        if plain is None:
+            request = WireBytes.of(start, info.headers.items(), sent, gzip_if_smaller=True)
+        else:
+            request = WireBytes.as_sent(start, info.headers.items(), plain, sent)
         answer = WireBytes.of(
             status_line(response.status, response.reason), response.raw_headers, payload
         )
@@ -146,8 +177,10 @@ class Transport:
         user_agent: str,
         timeout_s: float,
         stats: ClientStats,
+        gzip_min_bytes: int | None = GZIP_MIN_BYTES,
     ) -> None:
         self.session = session
+        self.gzip_min_bytes = gzip_min_bytes
         self.headers = {"X-Yandex-UID": user_id, "User-Agent": user_agent}
         self.timeout_s = timeout_s
         self.stats = stats
@@ -202,16 +235,17 @@ class Transport:
         started = time.monotonic()
         self.stats.requests += 1
         # encoded here, as aiohttp's json= would, to count the bytes sent
-        sent = json.dumps(body).encode()
+        plain = json.dumps(body).encode()
+        sent, encoding = encoded(plain, self.gzip_min_bytes)
         try:
             async with self.session.post(
                 url,
                 data=sent,
-                headers={**self.headers, "Content-Type": "application/json"},
+                headers={**self.headers, "Content-Type": "application/json", **encoding},
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s),
             ) as response:
                 payload = await response.read()
-                self.stats.exchanged(response, sent, payload)
+                self.stats.exchanged(response, sent, payload, plain=plain)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.stats.errors += 1
             # refused or dropped, not slow: a timeout asked again elsewhere would double it

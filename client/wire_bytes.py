@@ -5,10 +5,12 @@ The gateway is modelled as nginx with `gzip on; gzip_comp_level 6; gzip_min_leng
 JSON among its `gzip_types`: an answer's body of 20 bytes or more crosses gzipped at level 6,
 with a `Content-Encoding: gzip` line added to its headers; a shorter one crosses as it is.
 The app gzips a request body at the same level when that makes the request smaller, its own
-`Content-Encoding` line counted (a small part request is cheaper sent as it is). A header
-block is counted as HTTP/1.1
-text: the request or status line and every header line as the sender wrote it, with the
-empty line that ends it; so a 204, which has no body, costs its headers.
+`Content-Encoding` line counted (a small part request is cheaper sent as it is): the reference
+client does so from client.transport.GZIP_MIN_BYTES on, and is counted as it sent
+(`WireBytes.as_sent`); the legacy client's requests are counted as that rule would send them.
+A header block is counted as HTTP/1.1 text: the request or status line and every header line
+as the sender wrote it, with the empty line that ends it; so a 204, which has no body, costs
+its headers.
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ class WireBytes:
     body: int
     body_gzip: int
     headers: int
+
+    @classmethod
+    def as_sent(
+        cls,
+        start_line: str,
+        headers: Iterable[tuple[str | bytes, str | bytes]],
+        plain: bytes,
+        sent: bytes,
+    ) -> WireBytes:
+        """A request as the client sent it: `sent` gzipped from `plain` (its headers say so),
+        or `plain` itself; a gateway passes a request body on as it is."""
+        return cls(len(plain), len(sent), header_block_size(start_line, headers))
 
     @classmethod
     def of(
