@@ -55,6 +55,9 @@ export const OPTIONS = {
   storageKey: "mlutp-client-state",
   // the feature services' user change endpoints, under the page's origin (or `baseUrl`)
   featuresPath: "/demo/v1/features",
+  // request bodies this long or longer go gzipped where that pays (docs/protocol.md: Request
+  // bodies); null: every body plain, as a client that never gzips sends it
+  gzipMinBytes: 256,
 };
 
 export class Traffic {

@@ -2,6 +2,25 @@
 // counted for the traffic panel, and the interval each poll's answer sets (never cached).
 // Methods of MlutpClient (client.js), kept here by job.
 
+// the line a gzipped request's headers gain: gzip pays only when it saves more than this
+const CONTENT_ENCODING_LINE = "Content-Encoding: gzip\r\n".length;
+
+// the body to send and its headers: gzipped (CompressionStream, in every current browser and
+// in Node) when it is at least `minBytes` long and smaller so, its header line counted
+// (docs/protocol.md: Request bodies); else the JSON text as it is
+export async function encodeBody(text, minBytes) {
+  const plain = new TextEncoder().encode(text);
+  if (minBytes == null || plain.length < minBytes || typeof CompressionStream === "undefined") {
+    return { body: text, bytes: plain.length, headers: {} };
+  }
+  const stream = new Blob([plain]).stream().pipeThrough(new CompressionStream("gzip"));
+  const packed = new Uint8Array(await new Response(stream).arrayBuffer());
+  if (packed.length + CONTENT_ENCODING_LINE >= plain.length) {
+    return { body: text, bytes: plain.length, headers: {} };
+  }
+  return { body: packed, bytes: packed.length, headers: { "Content-Encoding": "gzip" } };
+}
+
 export const transport = {
   pause(ms) {
     return new Promise((resolve) => {
@@ -18,12 +37,14 @@ export const transport = {
   // that answer: the client keeps what it has
   async call(url, body, signal, { revalidate = false } = {}) {
     const held = revalidate ? this.validated.get(url) : undefined;
-    const sent = JSON.stringify(held ? { ...body, answer_tag: held[0] } : body);
+    const sent = await encodeBody(
+      JSON.stringify(held ? { ...body, answer_tag: held[0] } : body), this.options.gzipMinBytes,
+    );
     this.traffic.requests += 1;
-    this.traffic.bytesSent += new TextEncoder().encode(sent).length;
-    const headers = { "Content-Type": "application/json", ...this.headers };
+    this.traffic.bytesSent += sent.bytes;
+    const headers = { "Content-Type": "application/json", ...sent.headers, ...this.headers };
     const response = await this.fetch(this.baseUrl + url, {
-      method: "POST", headers, body: sent, signal,
+      method: "POST", headers, body: sent.body, signal,
     });
     const text = await response.text();
     this.traffic.bytesReceived += new TextEncoder().encode(text).length;

@@ -19,8 +19,9 @@ import demo
 from shared.errors import BadRequest
 from shared.web import checked_path, error_response
 
-# what the checks read of a request's and an answer's headers
-REQUEST_HEADERS = ("X-Yandex-UID",)
+# what the checks read of a request's and an answer's headers (a client may gzip a body:
+# docs/protocol.md: Request bodies)
+REQUEST_HEADERS = ("X-Yandex-UID", "Content-Encoding")
 ANSWER_HEADERS = ("X-Yataxi-Polling-Interval-Ms", "X-Mlutp-Wait", "Retry-After")
 LAUNCH_PATH = "/4.0/launch"
 POLL_PATH = "/mlutp/v1/orders/state"
@@ -111,10 +112,14 @@ class Recorder:
             base = self.launch_url
         elif request.path.startswith(FEATURES_PATH):
             base = self.emulator_url
+        # the body is passed on as aiohttp read it, decoded: its coding is not passed on (a
+        # body the kit could not decode has already failed the read above, as it would fail
+        # the service's)
         forwarded = {
             k: v
             for k, v in request.headers.items()
-            if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
+            if k.lower()
+            not in ("host", "content-length", "transfer-encoding", "connection", "content-encoding")
         }
         session: aiohttp.ClientSession = request.app[SESSION]
         url = base + path

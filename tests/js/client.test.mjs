@@ -71,8 +71,18 @@ class Server {
 
   async fetch(url, init) {
     const path = new URL(url).pathname;
-    const body = JSON.parse(init.body);
-    this.events.push(["request", { url: path, body, headers: init.headers }]);
+    // a gzipped body read as the services read it (docs/protocol.md: Request bodies)
+    const gzipped = init.headers["Content-Encoding"] === "gzip";
+    const text = gzipped
+      ? await new Response(
+        new Blob([init.body]).stream().pipeThrough(new DecompressionStream("gzip")),
+      ).text()
+      : init.body;
+    const body = JSON.parse(text);
+    // bytes as they went, and as the JSON they stand for
+    const sentBytes = gzipped ? init.body.length : new TextEncoder().encode(text).length;
+    const jsonBytes = new TextEncoder().encode(text).length;
+    this.events.push(["request", { url: path, body, headers: init.headers, sentBytes, jsonBytes }]);
     if (path === "/4.0/launch") {
       const state = {
         orders: this.state(body.known_orders), allowed_changes: {},
@@ -387,4 +397,51 @@ test("a client keeps the policy versions it holds when a poll's answer names non
   assert.equal(server.requests("/4.0/launch").length, 2);
   assert.deepEqual(server.requests("/4.0/launch")[1].body.policy_versions, { taxi: "v2", grocery: "v1" });
   assert.deepEqual(client.policyVersions, { taxi: "v2", grocery: "v1" });
+});
+
+test("a poll over the threshold goes gzipped and smaller; a small part request plain", async () => {
+  const server = new Server();
+  taxi(server);
+  server.add("g1", "grocery", "assembling", { grocery_full: { items: 3 } }, { place_name: "Lavka" });
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  await client.cycle();
+  const polls = server.requests("/orders/state");
+  assert.ok(polls.length >= 2);
+  for (const poll of polls) {
+    assert.ok(poll.jsonBytes >= client.options.gzipMinBytes, "the poll is over the threshold");
+    assert.equal(poll.headers["Content-Encoding"], "gzip");
+    assert.ok(poll.sentBytes < poll.jsonBytes * 0.8, `${poll.sentBytes} of ${poll.jsonBytes}`);
+  }
+  const parts = server.requests("/mlutp/v1/taxi/");
+  assert.ok(parts.length > 0);
+  for (const part of parts) {
+    assert.ok(part.jsonBytes < client.options.gzipMinBytes);
+    assert.equal(part.headers["Content-Encoding"], undefined);
+  }
+  // the traffic panel counts what went: the gzipped polls, the plain part requests
+  const sent = server.requests("").reduce((total, r) => total + r.sentBytes, 0);
+  assert.equal(client.traffic.bytesSent, sent);
+});
+
+test("a client that never gzips sends every body plain and is shown the same", async () => {
+  const views = [];
+  for (const gzipMinBytes of [null, 256]) {
+    const server = new Server();
+    taxi(server);
+    server.add("g1", "grocery", "assembling", { grocery_full: { items: 3 } }, { place_name: "Lavka" });
+    const client = clientOf(server, { options: { gzipMinBytes } });
+    await client.launch();
+    await client.cycle();
+    server.change("t1", "fast_info", { eta: 3 }, "waiting");
+    await client.cycle();
+    const encodings = server.requests("").map((r) => r.headers["Content-Encoding"]);
+    if (gzipMinBytes === null) assert.ok(encodings.every((e) => e === undefined));
+    else assert.ok(encodings.includes("gzip"));
+    views.push(client.view());
+  }
+  assert.deepEqual(views[0], views[1]);
+  assert.equal(views[0][0].status, "waiting");
+  assert.equal(views[0][0].data.eta, 3);
 });
