@@ -99,14 +99,14 @@ FORCE_PER_ORDER_PER_MINUTE = 6
 
 # -- Joined tag reads (services/bff/tag_reads.py)
 # the reads of polls reaching them in the same turn of the event loop go to order_tags as
-# one call: BFF CPU per poll 0.31 ms joined, 0.55 ms one call each (benchmarks/nothing_new.py)
+# one call: it costs the BFF less CPU per poll than one call each (docs/capacity.md: The
+# measured figures)
 JOIN_TAG_READS = True
 # joined reads out at once: the reads that come while this many are out go together when
 # one ends, so a read waits at most one call's round trip, and only while order_tags is busy
 TAG_READS_IN_FLIGHT = 2
-# a part-filled joined read waits this long for more reads: order_tags CPU per waiting poll
-# 0.18 → 0.125 ms at 2 ms, 0.105 ms at 5 ms (benchmarks/capacity.py), for that much more
-# latency at low load
+# a part-filled joined read waits this long for more reads: less order_tags CPU per waiting
+# poll, for that much more latency at low load (docs/capacity.md: The measured figures)
 TAG_READS_GATHER_MS = 2.0
 
 # -- Upstream calls (sources and part upstreams)
@@ -168,8 +168,8 @@ INTERVAL_DEGRADED_FACTOR = 2.0
 # has the runs these were measured in.
 # a quarter of a second of queue: well inside a poll's deadlines and a client's timeout
 ADMISSION_BUDGET_MS = 250.0
-# a look's CPU until one is measured: between a plain poll's 0.22 ms and a re-ask's 1.03 ms
-# (docs/capacity.md)
+# a look's CPU until one is measured: between a plain poll's and a re-ask's
+# (docs/capacity.md: The measured figures)
 ADMISSION_LOOK_COST_MS = 0.5
 ADMISSION_WINDOW_S = 0.25
 # the cap's floor: a process whose measured look cost is inflated (a noisy neighbour's CPU)

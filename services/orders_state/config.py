@@ -15,8 +15,9 @@ MAX_WAITING_PER_USER = 8
 # interval later, 5 s for most statuses) waits on the same orders right away
 WAKEUP_LINGER_S = 5.0
 # after a wake-up a waiting poll looks again this much later, so a burst of writes to one
-# order is one answer. Off: with the emulator's change profile 0.1 s left heavy calls per
-# change as they were (1.11) and cost 0.1 s of freshness (docs/loadtest-results.md)
+# order is one answer. Off: with the emulator's change profile a window left heavy calls per
+# change as they were and cost its length in freshness (docs/loadtest-results.md: A settle
+# window after wake-ups)
 WAKEUP_SETTLE_S = 0.0
 # how long a poll may take to subscribe to its orders' channels before it answers at once
 # (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
@@ -59,7 +60,7 @@ class OrdersStateSettings(BffSettings):
     # waiting polls; with neither, polls never wait (an embedded Redis of its own would never
     # hear a tag write)
     redis: RedisSettings = Field(default_factory=RedisSettings)
-    # waiting polls one process holds at most (about 25 KB of memory each); past it polls
+    # waiting polls one process holds at most (each costs memory: docs/capacity.md); past it polls
     # answer at once, interval grown
     max_waiting: int = variable(10_000, env="MLUTP_MAX_WAITING", ge=0)
     # waiting re-polls held from their client's last look while nothing changed (the watch
