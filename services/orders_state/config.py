@@ -4,7 +4,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from services.bff.config import BffSettings
-from services.orders_state.waiting.polls import WaitingConfig
 from shared.config import DEFAULT_PORTS, RedisSettings, variable
 
 # -- Waiting polls (services/orders_state/waiting)
@@ -67,14 +66,3 @@ class OrdersStateSettings(BffSettings):
     # cache); off, every waiting poll looks
     watch_cache: bool = variable(WATCH_CACHE)
     waiting: WaitingSettings = WaitingSettings()
-
-    def waiting_config(self) -> WaitingConfig:
-        return WaitingConfig(
-            max_waiting=self.max_waiting,
-            max_waiting_per_user=self.waiting.max_per_user,
-            subscribe_deadline_s=self.waiting.subscribe_deadline_s,
-            wakeup_settle_s=self.waiting.settle_s,
-            shed_factor=WAITING_SHED_FACTOR,
-            watch_cache=self.watch_cache,
-            interval_max_ms=self.protocol.interval.max_ms,
-        )

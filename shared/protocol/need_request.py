@@ -11,12 +11,15 @@ from shared.protocol.tags import ClientTag, created_at_ms, valid_tag
 
 @dataclass(frozen=True)
 class TagTimings:
-    """Built from the settings (ProtocolSettings.timings)."""
+    """The protocol's TTLs; the settings (ProtocolSettings: min_ttl_s, degraded_min_ttl_s)
+    read their defaults from here."""
 
-    # stops a part that changes many times a second from being refetched on every poll
-    min_ttl_ms: int
-    # with the tag cache down: at most one fetch per order and part this often
-    degraded_min_ttl_ms: int
+    # need_request rule 5: a part that changes many times a second is refetched at most this
+    # often (the protocol's figure)
+    min_ttl_ms: int = 2000
+    # need_request rule 3: with the tag cache down, at most one fetch per order and part this
+    # often (the protocol's figure)
+    degraded_min_ttl_ms: int = 10_000
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from services.bff.config import ProtocolSettings
+from services.bff.resources import timings
 from shared.policy import PartRule, PollingType, load_policy
 from shared.protocol.need_request import (
     AT_ONCE_MS,
@@ -25,7 +26,7 @@ from shared.protocol.tags import (
     refetch_phase,
 )
 
-T = ProtocolSettings().timings()
+T = timings(ProtocolSettings())
 NOW = 1_800_000_000_000
 V = "646d451553"
 
