@@ -29,17 +29,12 @@ from shared.protocol.limits import Limits
 from shared.protocol.look import EngineConfig
 from shared.protocol.need_request import TagTimings
 
-# Where the emulator serves each upstream: an order source is
-# /sources/<service>/v1/orders/active; a part upstream one of these, or the generic
-# /parts/<name> (which serves any of them). The legacy /3.0/taxiontheway pass-through goes to
-# the totw part type's upstream.
+# An upstream not named in the settings is at EMULATOR_URL: an order source at
+# /sources/<service>/v1/orders/active, a part upstream at /parts/<name> (the emulator serves
+# its part types there too). The legacy /3.0/taxiontheway pass-through goes to the totw part
+# type's upstream.
 EMULATOR_SOURCE_PATH = "/sources/{service}/v1/orders/active"
-EMULATOR_PART_PATHS = {
-    "totw": "/3.0/taxiontheway",
-    "eats_full": "/eats/v1/orders/details",
-    "grocery_full": "/grocery/v1/orders/details",
-    "taxiroute": "/taxiroute/v1/route",
-}
+EMULATOR_PART_PATH = "/parts/{name}"
 LEGACY_PART_TYPE = "totw"
 
 
@@ -65,8 +60,8 @@ class UpstreamSettings(Settings):
 
     def part_upstream_url(self, name: str) -> str:
         """The URL of a part upstream: a part type's, or one a part names as its own."""
-        path = EMULATOR_PART_PATHS.get(name, f"/parts/{name}")
-        return self.part_upstream_urls.get(name, self.emulator_url.rstrip("/") + path)
+        emulator = self.emulator_url.rstrip("/") + EMULATOR_PART_PATH.format(name=name)
+        return self.part_upstream_urls.get(name, emulator)
 
 
 # -- The shared part cache (services/bff/part_cache.py; docs/protocol.md: Part endpoints)
