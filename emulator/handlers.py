@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -134,9 +134,14 @@ async def taxiontheway(request: web.Request) -> web.Response:
 
 
 async def order_details(request: web.Request) -> web.Response:
-    service = _service(request)
+    return await _order_details(request, _service(request))
+
+
+async def _order_details(request: web.Request, service: str) -> web.Response:
     if service == "taxi":
         raise NotFound("taxi has no details endpoint; use /3.0/taxiontheway")
+    if not _served(request, service):
+        raise NotFound(f"no service {service!r}")
     target = f"{service}_details"
     body = wire.decode(_order_request, await _upstream_call(request, target))
     order = _find(request, service, body.orderid, _user_id(request))
@@ -144,10 +149,16 @@ async def order_details(request: web.Request) -> web.Response:
 
 
 async def generic_part(request: web.Request) -> web.Response:
-    """Any part upstream by name (`/parts/<name>`: a part's own `upstream` in the policy, or a
-    part type with no endpoint of its own here): the order's whole document, of whichever
-    service the user's order is (the BFF cuts the part's fields). Fault target `part:<name>`."""
+    """Any part upstream by name (`/parts/<name>`). A part type with an endpoint of its own
+    here (OWN_ENDPOINTS) is served by it, the same answer and fault target; any other name (a
+    part's own `upstream` in the policy) gets the order's whole document, of whichever service
+    the user's order is (the BFF cuts the part's fields), fault target `part:<name>`. So a
+    BFF pointed at the emulator (EMULATOR_URL) finds every part upstream at `/parts/<name>`,
+    and needs no map of the emulator's paths."""
     part_type = request.match_info["part_type"]
+    own = OWN_ENDPOINTS.get(part_type)
+    if own is not None:
+        return await own(request)
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", part_type):
         raise NotFound(f"no part type {part_type!r}")
     target = PART_TARGET_PREFIX + part_type
@@ -164,6 +175,16 @@ async def taxiroute(request: web.Request) -> web.Response:
         raise BadRequest("orderid is required", code="invalid_request")
     order = _find(request, "taxi", body.orderid, _user_id(request))
     return await _respond(request, "taxiroute", request.app[WORLD].route(order))
+
+
+# the part types with an endpoint of their own, laid out as their real upstreams are
+# (/3.0/taxiontheway, /<service>/v1/orders/details, /taxiroute/v1/route)
+OWN_ENDPOINTS: dict[str, Callable[[web.Request], Awaitable[web.Response]]] = {
+    "totw": taxiontheway,
+    "eats_full": lambda request: _order_details(request, "eats"),
+    "grocery_full": lambda request: _order_details(request, "grocery"),
+    "taxiroute": taxiroute,
+}
 
 
 # --- control API -------------------------------------------------------------------------------

@@ -113,8 +113,8 @@ KEEPALIVE_TIMEOUT_S = 30.0
 # connected waits for TCP's retransmits: seconds, not milliseconds
 LISTEN_BACKLOG = 4096
 # the share of plain successful requests the access log writes (errors and slow requests
-# are always written): a line for every poll cost 40-50 µs a request per process at INFO
-# (benchmarks/access_log.py)
+# are always written): a line for every poll costs each request CPU at INFO, the sample
+# nothing measurable (docs/capacity.md: The access log)
 LOG_ACCESS_SAMPLE = 0.01
 
 
@@ -158,8 +158,9 @@ class RedisSettings(Settings):
     # order_tags sends a Redis call with no answer after this long once more, on another
     # connection (up to three more, this far apart, inside the deadline): a lost packet then
     # costs this, not TCP's 200 ms retransmit, which no deadline of a poll allows. Well above
-    # a healthy answer (p99 1 ms, p99.9 4 ms here); on a link with a longer round trip, a few
-    # of its round trips. 0: off (services/order_tags/hedging.py)
+    # a healthy answer's tail (docs/capacity.md: Where the code's numbers come from); on a
+    # link with a longer round trip, a few of its round trips. 0: off
+    # (services/order_tags/hedging.py)
     hedge_after_s: float = variable(0.01, ge=0)
     socket_timeout_s: float = Field(REDIS_SOCKET_TIMEOUT_S, gt=0)
     connect_timeout_s: float = Field(REDIS_SOCKET_TIMEOUT_S, gt=0)

@@ -83,9 +83,9 @@ SPARSE_WARNING_S = 10.0
 class Sparse:
     """Writes a warning of each kind at most once per `period_s`, and counts the ones left out:
     the next one written says how many (`left_out`). In an outage a warning per request is a
-    log storm (13,880 "cannot listen for wake-ups" and 7,309 "order source unavailable" lines
-    in one minute of an overloaded benchmark), and writing it costs the struggling process CPU
-    it lacks; the metrics count every failure, the log says that it happens and how often."""
+    log storm (docs/capacity.md: At INFO, on a quiet machine), and writing it costs the
+    struggling process CPU it lacks; the metrics count every failure, the log says that it
+    happens and how often."""
 
     def __init__(
         self, period_s: float = SPARSE_WARNING_S, clock: Callable[[], float] = time.monotonic

@@ -103,6 +103,44 @@ def test_the_checker_sees_a_service_crossing(tmp_path: Path):
     assert service_imports(module) == {"orders_state", "bff"}
 
 
+def settings_imports(path: Path) -> set[str]:
+    """The modules under services/ a module imports, by their dotted names."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found |= {name for name in names if name.startswith("services.")}
+    return found
+
+
+@pytest.mark.parametrize(
+    "module", sorted((ROOT / "services").glob("*/config.py")), ids=lambda p: p.parent.name
+)
+def test_settings_sit_below_what_they_configure(module: Path):
+    """A service's settings (services/*/config.py) import, of services/, only other
+    settings: the core's config dataclasses carry their own defaults in shared/, and
+    services/bff/resources.py (orders_state's waiting/setup.py) builds the objects, so the
+    settings never import the engine they configure."""
+    crossings = sorted(
+        target
+        for target in settings_imports(module)
+        if not target.endswith(".config") or target.count(".") != 2
+    )
+    assert crossings == [], f"{module.relative_to(ROOT)} imports {crossings}"
+
+
+def test_the_checker_sees_settings_importing_the_engine(tmp_path: Path):
+    module = tmp_path / "config.py"
+    module.write_text(
+        "from services.bff.config import BffSettings\nfrom services.bff.engine import E\n"
+    )
+    assert settings_imports(module) == {"services.bff.config", "services.bff.engine"}
+
+
 # the BFF's core: one look at sources and tags, the part machinery, the tag cache, parsing
 # and admission; the HTTP clients they use are behind `services.bff.ports`
 CORE = (

@@ -30,11 +30,20 @@ from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from services.bff.poll import Caller, Poll
 from services.bff.ports import OrderSource, PartUpstream
+from services.bff.resources import (
+    budget_limit,
+    degraded_memo,
+    engine_config,
+    limits,
+    recent_memo,
+    tag_cache_breaker,
+)
 from services.bff.tag_cache import TagCache
 from services.bff.tag_reads import JoinedTagReads
 from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.polls import WaitCause, WaitingPolls
+from services.orders_state.waiting.setup import waiting_config
 from shared.answer import AnsweredOrder
 from shared.errors import Overloaded
 from shared.policy import PollingPolicy, Stage
@@ -100,13 +109,13 @@ class BffProcess:
         )
         self.tag_cache = TagCache(
             self.joined,
-            settings.tag_cache_breaker(),
+            tag_cache_breaker(settings),
             metrics,
             clock=loop.time,
             wall_clock=time.time,
         )
         self.admission = Admission(
-            settings.budget_limit(),
+            budget_limit(settings),
             overload_in_flight=settings.admission.overload_in_flight,
             overload_max_factor=settings.admission.overload_max_factor,
             retry_after_base_s=settings.admission.overload_retry_after_s,
@@ -118,7 +127,7 @@ class BffProcess:
             policy,
             sources,
             self.tag_cache,
-            settings.engine_config(policy),
+            engine_config(settings, policy),
             metrics,
             overload=self.admission.overload,
             rng=random.Random(rng.random()),
@@ -131,7 +140,7 @@ class BffProcess:
             engine,
             self.admission,
             self.hub,
-            replace(WAITING_SETTINGS.waiting_config(), watch_cache=watch_cache),
+            replace(waiting_config(WAITING_SETTINGS), watch_cache=watch_cache),
             WaitingMetrics(registry),
             rng=random.Random(rng.random()),
             observer=KeptLookChecks(observer, name, engine, self.hub),
@@ -143,10 +152,10 @@ class BffProcess:
             metrics,
             sources,
             coalesce=settings.part_fetches.coalesce,
-            degraded_memo=settings.degraded_memo(),
-            recent_memo=settings.recent_memo(),
+            degraded_memo=degraded_memo(settings),
+            recent_memo=recent_memo(settings),
         )
-        self.limits = settings.limits()
+        self.limits = limits(settings)
         self.endpoints = {
             endpoint.rule.url: endpoint
             for endpoint in policy.endpoints

@@ -99,8 +99,9 @@ class Admission:
         """Forever: the event loop's lag each `sample_s` (how late a timer fires is the time
         the loop's ready work took), and each `window_s` the CPU the process used and the
         looks it finished: both move the cap. A quiet process (`busy` false) samples
-        IDLE_SAMPLE_FACTOR times less often: at 100 wakeups a second the sampler alone cost
-        an idle process about 1 % of a core, as much as a poll each 4 ms at paced rates."""
+        IDLE_SAMPLE_FACTOR times less often: sampled every `sample_s`, an idle process spent on
+        the sampler what a stream of polls costs (docs/capacity.md: Where the code's numbers
+        come from)."""
         loop = asyncio.get_running_loop()
         window_started, cpu_started = loop.time(), self.cpu_clock()
         started_before, done_before = self.looks_started, self.looks_done

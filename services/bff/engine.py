@@ -35,15 +35,16 @@ from shared.protocol.allowed_changes import (
     SourceAllowance,
     allowed_changes,
 )
-from shared.protocol.interval import IntervalRules, polling_interval_ms
+from shared.protocol.interval import polling_interval_ms
 from shared.protocol.look import (
+    EngineConfig,
     answers_to_keep,
     look_degraded,
     source_lagging,
     stays_stale,
     tags_made_for,
 )
-from shared.protocol.need_request import CacheState, TagTimings, decide_parts
+from shared.protocol.need_request import CacheState, decide_parts
 from shared.protocol.ordering import (
     canonical_key,
     merge_orders,
@@ -77,19 +78,6 @@ class LookResult:
         """A waiting poll answers this look at once: the tag cache or a source is unavailable
         or lagging, so no wake-up can be trusted to come."""
         return self.degraded or self.source_lagging
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    timings: TagTimings
-    interval: IntervalRules
-    force_per_order_per_minute: int
-    # sources whose policy says list_tags are answered from kept answers (off: always asked)
-    list_tags: bool
-    # a kept source answer stands for the source this long at most
-    list_max_age_ms: int
-    # a known order its source does not list stays (stale) this long after its tags were made
-    created_grace_ms: int
 
 
 @dataclass(frozen=True)

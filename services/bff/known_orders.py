@@ -13,16 +13,8 @@ import msgspec
 from services.bff.wire import KNOWN_ORDER_FIELDS, MAX_SUPPORTED_SERVICES, KnownOrder
 from shared import wire
 from shared.errors import BadRequest
+from shared.protocol.limits import Limits
 from shared.wire import SERVICE_NAME_PATTERN, OrderKey
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Built from the settings (ProtocolSettings.limits)."""
-
-    max_known_orders: int
-    max_extra_fields: int
-    max_extra_bytes: int
 
 
 @dataclass(frozen=True)

@@ -12,21 +12,23 @@
                              with a Redis, the shared part cache on it
 
 A resource set up before one it needs fails start-up with a message naming both
-(`shared.web.needs`), not with a KeyError on the first request."""
+(`shared.web.needs`), not with a KeyError on the first request. The core's objects are built
+from the settings here (`engine_config`, `limits`, ...), one function each: the simulation,
+the tests and the benchmarks build theirs with the same functions."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from aiohttp import web
 
 from services.bff.admission import Admission
-from services.bff.config import LEGACY_PART_TYPE, BffSettings
+from services.bff.config import LEGACY_PART_TYPE, BffSettings, ProtocolSettings
 from services.bff.engine import OrdersStateEngine
-from services.bff.known_orders import Limits
+from services.bff.fetch_memo import FetchMemo
 from services.bff.metrics import BffMetrics
 from services.bff.part_cache import PART_CACHE_CLIENT_NAME, RedisPartCache
 from services.bff.part_service import PartService
@@ -35,11 +37,108 @@ from services.bff.tag_cache import TagCache
 from services.bff.tag_reads import JoinedTagReads
 from services.bff.upstreams import OrderSourceClient, PartUpstreamClient
 from shared.config import RedisSettings
-from shared.http import HTTP_SESSION, http_session_ctx
+from shared.http import HTTP_SESSION, Protection, http_session_ctx
 from shared.order_tags_client import OrderTagsClient
 from shared.policy import PollingPolicy, load_policy
+from shared.protocol.admission import BudgetLimit
+from shared.protocol.circuit import CircuitBreaker
+from shared.protocol.interval import IntervalRules
+from shared.protocol.limits import Limits
+from shared.protocol.look import EngineConfig
+from shared.protocol.need_request import TagTimings
+from shared.protocol.retry_budget import RetryBudget
 from shared.redis import create_redis
 from shared.web import METRICS, CleanupContext, needs
+
+# -- the core's objects, from the settings
+
+
+def timings(protocol: ProtocolSettings) -> TagTimings:
+    return TagTimings(
+        min_ttl_ms=int(protocol.min_ttl_s * 1000),
+        degraded_min_ttl_ms=int(protocol.degraded_min_ttl_s * 1000),
+    )
+
+
+def interval_rules(
+    protocol: ProtocolSettings, policy: PollingPolicy | None = None
+) -> IntervalRules:
+    """The per-status bases are policy (the policy file; none without one); the rest are the
+    settings'."""
+    return IntervalRules(
+        status_bases_ms=policy.interval_bases_ms() if policy is not None else {},
+        default_base_ms=protocol.interval.default_ms,
+        no_orders_ms=protocol.interval.no_orders_ms,
+        jitter=protocol.interval.jitter,
+        min_ms=protocol.interval.min_ms,
+        max_ms=protocol.interval.max_ms,
+    )
+
+
+def engine_config(protocol: ProtocolSettings, policy: PollingPolicy) -> EngineConfig:
+    """The poll engine's config (the services and the simulation build their engines with
+    it)."""
+    return EngineConfig(
+        timings=timings(protocol),
+        interval=interval_rules(protocol, policy),
+        force_per_order_per_minute=protocol.force_per_order_per_minute,
+        list_tags=protocol.list_tags,
+        list_max_age_ms=int(protocol.list_max_age_s * 1000),
+        created_grace_ms=int(protocol.created_grace_s * 1000),
+    )
+
+
+def limits(protocol: ProtocolSettings) -> Limits:
+    """What a poll's known_orders may hold."""
+    return Limits(
+        max_known_orders=protocol.max_known_orders,
+        max_extra_fields=protocol.max_extra_fields,
+        max_extra_bytes=protocol.max_extra_bytes,
+    )
+
+
+def protection(protocol: ProtocolSettings, on_event: Callable[[str], None]) -> Protection:
+    """A breaker and a retry budget for one upstream."""
+    return Protection(
+        CircuitBreaker(protocol.upstream_circuit_failures, protocol.upstream_circuit_open_s),
+        RetryBudget(protocol.retry_budget_ratio, protocol.retry_budget_min),
+        on_event,
+    )
+
+
+def tag_cache_breaker(protocol: ProtocolSettings) -> CircuitBreaker:
+    return CircuitBreaker(protocol.circuit_failures, protocol.circuit_open_s)
+
+
+def degraded_memo(protocol: ProtocolSettings) -> FetchMemo:
+    return FetchMemo(
+        ttl_ms=timings(protocol).degraded_min_ttl_ms,
+        max_bytes=protocol.part_fetches.degraded_memo_bytes,
+    )
+
+
+def recent_memo(protocol: ProtocolSettings) -> FetchMemo:
+    return FetchMemo(
+        ttl_ms=timings(protocol).min_ttl_ms, max_bytes=protocol.part_fetches.recent_memo_bytes
+    )
+
+
+def part_cache_ttl_ms(protocol: ProtocolSettings) -> int:
+    return int(protocol.part_cache.ttl_s * 1000)
+
+
+def budget_limit(protocol: ProtocolSettings) -> BudgetLimit:
+    """The admission cap's bounds and what moves it."""
+    return BudgetLimit(
+        min_limit=protocol.admission.min_polls_in_flight,
+        max_limit=protocol.max_polls_in_flight,
+        budget_ms=protocol.admission.budget_ms,
+        look_cost_ms=protocol.admission.look_cost_ms,
+        lag_target_ms=protocol.admission.lag_target_ms,
+    )
+
+
+# -- the resources
 
 POLICY = web.AppKey("policy", PollingPolicy)
 BFF_METRICS = web.AppKey("bff_metrics", BffMetrics)
@@ -79,7 +178,7 @@ def tag_cache_ctx(settings: BffSettings) -> CleanupContext:
                 max_in_flight=protocol.tag_reads.in_flight,
                 gather_s=protocol.tag_reads.gather_ms / 1000,
             )
-        app[TAG_CACHE] = TagCache(store, protocol.tag_cache_breaker(), app[BFF_METRICS])
+        app[TAG_CACHE] = TagCache(store, tag_cache_breaker(protocol), app[BFF_METRICS])
         yield
         if joined is not None:
             await joined.close()
@@ -102,8 +201,8 @@ def sources_ctx(settings: BffSettings) -> CleanupContext:
                 settings.upstreams.order_source_url(service),
                 deadline_s=protocol.source_deadline_s,
                 session=session,
-                protection=protocol.protection(
-                    app[BFF_METRICS].upstream_event(f"source:{service}")
+                protection=protection(
+                    protocol, app[BFF_METRICS].upstream_event(f"source:{service}")
                 ),
                 own_queue_allowance_s=protocol.admission.budget_ms / 1000,
             )
@@ -125,7 +224,7 @@ def admission_ctx(settings: BffSettings) -> CleanupContext:
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         admission = app[ADMISSION] = Admission(
-            protocol.budget_limit(),
+            budget_limit(protocol),
             overload_in_flight=protocol.admission.overload_in_flight,
             overload_max_factor=protocol.admission.overload_max_factor,
             retry_after_base_s=protocol.admission.overload_retry_after_s,
@@ -155,7 +254,7 @@ def engine_ctx(settings: BffSettings) -> CleanupContext:
             policy,
             needs(app, SOURCES, "the engine"),
             needs(app, TAG_CACHE, "the engine"),
-            protocol.engine_config(policy),
+            engine_config(protocol, policy),
             app[BFF_METRICS],
             overload=needs(app, ADMISSION, "the engine").overload,
         )
@@ -187,7 +286,7 @@ def parts_ctx(settings: BffSettings, redis: RedisSettings | None) -> CleanupCont
                 timeout_s=protocol.part_timeout_s,
                 deadline_s=protocol.part_deadline_s,
                 session=session,
-                protection=protocol.protection(app[BFF_METRICS].upstream_event(upstream)),
+                protection=protection(protocol, app[BFF_METRICS].upstream_event(upstream)),
             )
             for upstream, url in part_upstream_urls(settings, policy).items()
         }
@@ -197,12 +296,12 @@ def parts_ctx(settings: BffSettings, redis: RedisSettings | None) -> CleanupCont
             shared_parts = RedisPartCache(
                 create_redis(redis, client_name=PART_CACHE_CLIENT_NAME, decode_responses=False),
                 app[BFF_METRICS],
-                ttl_ms=protocol.part_cache_ttl_ms(),
+                ttl_ms=part_cache_ttl_ms(protocol),
                 max_entries=cache.max_entries,
                 max_entry_bytes=cache.max_entry_bytes,
                 zlib_level=cache.zlib_level,
                 deadline_s=redis.command_deadline_s,
-                breaker=protocol.tag_cache_breaker(),
+                breaker=tag_cache_breaker(protocol),
             )
         app[PARTS] = PartService(
             policy,
@@ -211,10 +310,10 @@ def parts_ctx(settings: BffSettings, redis: RedisSettings | None) -> CleanupCont
             app[BFF_METRICS],
             needs(app, SOURCES, "the part service"),
             coalesce=protocol.part_fetches.coalesce,
-            degraded_memo=protocol.degraded_memo(),
-            recent_memo=protocol.recent_memo(),
+            degraded_memo=degraded_memo(protocol),
+            recent_memo=recent_memo(protocol),
             shared_parts=shared_parts,
-            shared_ttl_ms=protocol.part_cache_ttl_ms(),
+            shared_ttl_ms=part_cache_ttl_ms(protocol),
         )
         yield
         await asyncio.gather(*(client.close() for client in upstreams.values()))
@@ -233,7 +332,7 @@ def setup_bff(
     policy = load_bff_policy(settings)
     app[POLICY] = policy
     app[BFF_METRICS] = BffMetrics(app[METRICS].registry)
-    app[LIMITS] = settings.protocol.limits()
+    app[LIMITS] = limits(settings.protocol)
     app.cleanup_ctx.extend(
         [
             http_session_ctx,

@@ -3,9 +3,9 @@ connection, and the first answer wins.
 
 On a link that loses packets, a lost request or answer is resent by TCP only after its
 retransmit timeout: 200 ms at least on Linux, twice the whole call's deadline (100 ms in
-order_tags, 50 ms for the BFF's call of order_tags). So every lost packet was a failed call:
-at one packet lost in ten, about one call in five, and the BFF's circuit, which opens on a
-streak of failures, was open most of the time (benchmarks/redis_packet_loss.py). A hedge sent
+order_tags, 50 ms for the BFF's call of order_tags). So every lost packet was a failed call,
+and the BFF's circuit, which opens on a streak of failures, was open most of the time on a
+link that loses packets (docs/protocol.md: What a lossy link to Redis costs). A hedge sent
 after a few milliseconds of silence costs those calls that wait instead, well inside the
 deadline. The hedges are budgeted, so a Redis that is slow for everyone (or a process whose
 own event loop is late) is sent a bounded share more, not a multiple of its load.
@@ -26,15 +26,14 @@ from shared.protocol.retry_budget import RetryBudget
 T = TypeVar("T")
 
 # a call's attempts at most, the first included, REDIS_HEDGE_AFTER_S apart: four fit in the
-# BFF's 50 ms at 10 ms apart. Measured with one packet in ten lost both ways
-# (benchmarks/redis_packet_loss.py): an attempt failed about one time in three (a lost packet,
-# or a connection opened again after a hedge cut its command short); with three attempts
-# 3-3.5 % of the polls degraded, with four 1-2 %
+# BFF's 50 ms at 10 ms apart. On a lossy link an attempt fails often (a lost packet, or a
+# connection opened again after a hedge cut its command short): a fourth attempt degraded
+# fewer polls than three (docs/capacity.md: Where the code's numbers come from)
 HEDGE_ATTEMPTS = 4
-# hedges at most as many as the calls of the last 10 s (and at least HEDGE_BUDGET_MIN). That
-# loss took 0.38-0.46 hedges per call; allowed half as many, the hedges held back in a burst
-# failed enough calls in a row to open the BFF's circuit in one run of four (23 % of the polls
-# degraded). A Redis slow for every call is sent at most twice its load, not four times
+# hedges at most as many as the calls of the last 10 s (and at least HEDGE_BUDGET_MIN). Half
+# as many held hedges back in a burst of losses, enough calls failed in a row to open the
+# BFF's circuit (docs/capacity.md: Where the code's numbers come from). A Redis slow for
+# every call is sent at most twice its load, not four times
 HEDGE_BUDGET_RATIO = 1.0
 HEDGE_BUDGET_MIN = 10
 

@@ -129,10 +129,10 @@ def _too_many_parts(exc: ResponseError) -> BadRequest | None:
 
 
 # what a write may take per part it writes, beyond one call's deadline, and before a hedge:
-# a script's work and this process's packing and parsing grow with the parts. The largest
-# create (100 orders of 32 parts) took 20-40 ms here unloaded (6-12 us a part), hedged every
-# 10 ms of it as if silent, and on a loaded machine was answered 503 at the 100 ms deadline
-# although every order was written. Allowed about five times that: 160 ms more for it
+# a script's work and this process's packing and parsing grow with the parts. Without it the
+# largest create (100 orders of 32 parts) was hedged as if silent and, on a loaded machine,
+# answered 503 at the deadline although every order was written; it allows about five times
+# what a part took unloaded (docs/capacity.md: Where the code's numbers come from)
 PER_PART_S = 50e-6
 
 # connections reopened at once after hedges (each at most _REOPEN_S): a Redis that is gone
@@ -177,9 +177,9 @@ class RedisTagStore:
     def _reopen_soon(self) -> None:
         """A hedge's losing attempt closed its connection and put it back on top of the pool
         (which hands out the last one put back): opened again now, off any call's path, it is
-        no stall (a handshake and a round trip over the lossy link) for the next call. Measured
-        with one packet in ten lost (three attempts a call): 0.47 hedges per call without, 0.37
-        with. A cluster's pools are its nodes': not done there."""
+        no stall (a handshake and a round trip over the lossy link) for the next call: fewer
+        hedges per call on a lossy link (docs/capacity.md: Where the code's numbers come
+        from). A cluster's pools are its nodes': not done there."""
         if isinstance(self.redis, RedisCluster) or len(self._reopening) >= _REOPENING_MAX:
             return
         task = asyncio.ensure_future(self._reopen(self.redis))

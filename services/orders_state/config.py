@@ -4,7 +4,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from services.bff.config import BffSettings
-from services.orders_state.waiting.polls import WaitingConfig
 from shared.config import DEFAULT_PORTS, RedisSettings, variable
 
 # -- Waiting polls (services/orders_state/waiting)
@@ -15,8 +14,9 @@ MAX_WAITING_PER_USER = 8
 # interval later, 5 s for most statuses) waits on the same orders right away
 WAKEUP_LINGER_S = 5.0
 # after a wake-up a waiting poll looks again this much later, so a burst of writes to one
-# order is one answer. Off: with the emulator's change profile 0.1 s left heavy calls per
-# change as they were (1.11) and cost 0.1 s of freshness (docs/loadtest-results.md)
+# order is one answer. Off: with the emulator's change profile a window left heavy calls per
+# change as they were and cost its length in freshness (docs/loadtest-results.md: A settle
+# window after wake-ups)
 WAKEUP_SETTLE_S = 0.0
 # how long a poll may take to subscribe to its orders' channels before it answers at once
 # (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
@@ -59,21 +59,10 @@ class OrdersStateSettings(BffSettings):
     # waiting polls; with neither, polls never wait (an embedded Redis of its own would never
     # hear a tag write)
     redis: RedisSettings = Field(default_factory=RedisSettings)
-    # waiting polls one process holds at most (about 25 KB of memory each); past it polls
+    # waiting polls one process holds at most (each costs memory: docs/capacity.md); past it polls
     # answer at once, interval grown
     max_waiting: int = variable(10_000, env="MLUTP_MAX_WAITING", ge=0)
     # waiting re-polls held from their client's last look while nothing changed (the watch
     # cache); off, every waiting poll looks
     watch_cache: bool = variable(WATCH_CACHE)
     waiting: WaitingSettings = WaitingSettings()
-
-    def waiting_config(self) -> WaitingConfig:
-        return WaitingConfig(
-            max_waiting=self.max_waiting,
-            max_waiting_per_user=self.waiting.max_per_user,
-            subscribe_deadline_s=self.waiting.subscribe_deadline_s,
-            wakeup_settle_s=self.waiting.settle_s,
-            shed_factor=WAITING_SHED_FACTOR,
-            watch_cache=self.watch_cache,
-            interval_max_ms=self.protocol.interval.max_ms,
-        )

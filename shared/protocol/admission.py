@@ -52,12 +52,18 @@ class BudgetLimit:
       moves while the lag is off target settles at it.
     """
 
-    min_limit: int
-    max_limit: int
-    budget_ms: float
-    # the estimate before any window measured one (a cold process)
-    look_cost_ms: float
-    # the lag that may last: above it the cap shrinks in proportion
+    # the cap's floor: a process whose measured look cost is inflated (a noisy neighbour's CPU)
+    # still admits polls
+    min_limit: int = 20
+    # the ceiling (MLUTP_MAX_POLLS_IN_FLIGHT): past it a poll is a 503 at once
+    max_limit: int = 2000
+    # a quarter of a second of queue: well inside a poll's deadlines and a client's timeout
+    budget_ms: float = 250.0
+    # the estimate before any window measured one (a cold process): between a plain poll's
+    # and a re-ask's (docs/capacity.md: The measured figures)
+    look_cost_ms: float = 0.5
+    # the lag that may last, small beside a poll's deadlines: above it the cap shrinks in
+    # proportion
     lag_target_ms: float = 10.0
     smoothing: float = 0.3
     # a tenth of each lag sample (10 ms apart): a burst's lag passes, a lasting one shows

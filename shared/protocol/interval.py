@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class IntervalRules:
+    """The polling interval's numbers; the settings (ProtocolSettings.interval) read their
+    defaults from here."""
+
     # "<service>:<status>" → base interval (from the polling policy); statuses not listed
     # get `default_base_ms`
-    status_bases_ms: Mapping[str, int]
-    default_base_ms: int
-    no_orders_ms: int
-    degraded_factor: float
-    jitter: float
-    min_ms: int
-    max_ms: int
+    status_bases_ms: Mapping[str, int] = field(default_factory=dict)
+    default_base_ms: int = 5000
+    no_orders_ms: int = 30_000
+    # with the tag cache down clients poll half as often (the protocol's figure)
+    degraded_factor: float = 2.0
+    # ±10 %: a fleet of apps started together (a deploy, a reconnect) spreads out
+    jitter: float = 0.10
+    min_ms: int = 1000
+    max_ms: int = 60_000
 
 
 def overload_factor(in_flight: int, soft_limit: int, max_factor: float = 4.0) -> float:

@@ -7,11 +7,37 @@ I/O."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TypeVar
 
+from shared.protocol.interval import IntervalRules
+from shared.protocol.need_request import TagTimings
 from shared.wire import OrderKey
 
 A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """A look's numbers; the settings (ProtocolSettings) read their defaults from here."""
+
+    timings: TagTimings = field(default_factory=TagTimings)
+    interval: IntervalRules = field(default_factory=IntervalRules)
+    # force honoured at most this often per order per minute (per fleet); beyond: absent. A
+    # user pressing refresh is served; an app looping on force costs the source 6 calls a
+    # minute
+    force_per_order_per_minute: int = 6
+    # sources whose policy says list_tags are answered from kept answers (off: always asked,
+    # to measure what list tags save; the policy's list_tags per service is the operator's
+    # switch)
+    list_tags: bool = True
+    # a kept source answer stands for the source this long at most (docs/protocol.md: List
+    # tags): the bound on what a source that forgot to bump its list tag can hide
+    list_max_age_ms: int = 120_000
+    # a known order its source does not list stays (stale) this long after its tags were made
+    # (docs/protocol.md: A just-created order the source does not list yet): room for a
+    # source's replica lag of seconds
+    created_grace_ms: int = 10_000
 
 
 def stays_stale(

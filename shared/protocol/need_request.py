@@ -11,12 +11,15 @@ from shared.protocol.tags import ClientTag, created_at_ms, valid_tag
 
 @dataclass(frozen=True)
 class TagTimings:
-    """Built from the settings (ProtocolSettings.timings)."""
+    """The protocol's TTLs; the settings (ProtocolSettings: min_ttl_s, degraded_min_ttl_s)
+    read their defaults from here."""
 
-    # stops a part that changes many times a second from being refetched on every poll
-    min_ttl_ms: int
-    # with the tag cache down: at most one fetch per order and part this often
-    degraded_min_ttl_ms: int
+    # need_request rule 5: a part that changes many times a second is refetched at most this
+    # often (the protocol's figure)
+    min_ttl_ms: int = 2000
+    # need_request rule 3: with the tag cache down, at most one fetch per order and part this
+    # often (the protocol's figure)
+    degraded_min_ttl_ms: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,62 @@ class CacheState:
 CACHE_UP = CacheState(available=True)
 
 
+# the moment a part needed at once is needed from: any moment now is past it
+AT_ONCE_MS = 0
+
+
+def part_needed_from_ms(
+    rule: PartRule,
+    client_tag: ClientTag | None,
+    stored_content: str | None,
+    *,
+    force: bool,
+    cache: CacheState,
+    timings: TagTimings,
+    refetch_phase: float = 0.0,
+    tags_made_ms: int | None = None,
+) -> int | None:
+    """The five rules, in the protocol's order, for one tag_defined part: the moment (unix
+    ms) from which the part is needed, AT_ONCE_MS if it is needed now whatever the time, None
+    if no passing of time alone makes it needed. `refetch_phase` (in [0, 1), fixed per order)
+    places the order's first refetch of an outage in the degraded TTL after the outage
+    began; `tags_made_ms`: when a create made the order's stored tags, the order having none
+    (unix ms), if it did."""
+    # 1. missing or invalid client tag
+    if client_tag is None:
+        return AT_ONCE_MS
+    # 2. static data never changes
+    if rule.static:
+        return None
+    degraded_due = client_tag.issued_ms + timings.degraded_min_ttl_ms
+    # 3. tag cache unavailable: force is ignored, only the degraded TTL refetches
+    if not cache.available:
+        if client_tag.degraded or client_tag.issued_ms >= cache.unavailable_since_ms:
+            # issued during this outage, at moments already spread: the degraded rhythm
+            return degraded_due
+        # issued before the outage: most such tags are older than the TTL, and would all be
+        # needed at its first moment; each order's turn comes at its own phase instead
+        return max(
+            degraded_due,
+            cache.unavailable_since_ms + int(refetch_phase * timings.degraded_min_ttl_ms),
+        )
+    # 4. unchanged content
+    if client_tag.content is not None and client_tag.content == stored_content:
+        return None
+    # force (after a user change): a changed part, or one of unknown content, is needed now
+    if force:
+        return AT_ONCE_MS
+    if client_tag.degraded or client_tag.content is None:
+        # issued while the cache was down, or when it held no content for the part (its tags
+        # lost and not made again yet: a source that lags makes none): unknown content, not
+        # changed content. Refetched on the degraded rhythm, so the cache's return costs one
+        # degraded TTL of refetches, spread as the tags were issued, not everything 2 s after
+        # it, and a part with no tag costs its upstream no call per min TTL
+        return degraded_due
+    # 5. changed: once the min TTL has passed
+    return _changed_due_ms(client_tag, stored_content, timings, refetch_phase, tags_made_ms)
+
+
 def part_needed(
     rule: PartRule,
     client_tag: ClientTag | None,
@@ -47,43 +106,51 @@ def part_needed(
     refetch_phase: float = 0.0,
     tags_made_ms: int | None = None,
 ) -> bool:
-    """The five rules, in the protocol's order, for one tag_defined part. `refetch_phase` (in
-    [0, 1), fixed per order) places the order's first refetch of an outage in the degraded
-    TTL after the outage began; `tags_made_ms`: when a create made the order's stored tags,
-    the order having none (unix ms), if it did."""
-    # 1. missing or invalid client tag
-    if client_tag is None:
-        return True
-    # 2. static data never changes
-    if rule.static:
-        return False
-    age_ms = now_ms - client_tag.issued_ms
-    # 3. tag cache unavailable: force is ignored, only the degraded TTL refetches
-    if not cache.available:
-        if age_ms < timings.degraded_min_ttl_ms:
-            return False
-        if client_tag.degraded or client_tag.issued_ms >= cache.unavailable_since_ms:
-            # issued during this outage, at moments already spread: the degraded rhythm
-            return True
-        # issued before the outage: most such tags are older than the TTL, and would all be
-        # needed at its first moment; each order's turn comes at its own phase instead
-        return now_ms >= cache.unavailable_since_ms + int(
-            refetch_phase * timings.degraded_min_ttl_ms
-        )
-    # 4. unchanged content
-    if client_tag.content is not None and client_tag.content == stored_content:
-        return False
-    if client_tag.degraded or client_tag.content is None:
-        # issued while the cache was down, or when it held no content for the part (its tags
-        # lost and not made again yet: a source that lags makes none): unknown content, not
-        # changed content. Refetched on the degraded rhythm, so the cache's return costs one
-        # degraded TTL of refetches, spread as the tags were issued, not everything 2 s after
-        # it, and a part with no tag costs its upstream no call per min TTL
-        return force or age_ms >= timings.degraded_min_ttl_ms
-    # 5. changed: now if forced, else once the min TTL has passed
-    return force or now_ms >= _changed_due_ms(
-        client_tag, stored_content, timings, refetch_phase, tags_made_ms
+    """Whether the part is needed now (part_needed_from_ms's moment has come)."""
+    needed_from = part_needed_from_ms(
+        rule,
+        client_tag,
+        stored_content,
+        force=force,
+        cache=cache,
+        timings=timings,
+        refetch_phase=refetch_phase,
+        tags_made_ms=tags_made_ms,
     )
+    return needed_from is not None and now_ms >= needed_from
+
+
+def part_due_at_ms(
+    rule: PartRule,
+    client_tag: ClientTag | None,
+    stored_content: str | None,
+    *,
+    force: bool,
+    cache: CacheState,
+    timings: TagTimings,
+    refetch_phase: float = 0.0,
+    tags_made_ms: int | None = None,
+) -> int | None:
+    """When a part that a TTL holds back (rule 5, or a degraded tag after the cache's return;
+    not forced) becomes needed; None for a part no passing of time alone makes needed, and
+    while the cache is down (no poll waits then). A waiting poll answers then."""
+    needed_from = part_needed_from_ms(
+        rule,
+        client_tag,
+        stored_content,
+        force=force,
+        cache=cache,
+        timings=timings,
+        refetch_phase=refetch_phase,
+        tags_made_ms=tags_made_ms,
+    )
+    return _held_until(needed_from, cache)
+
+
+def _held_until(needed_from_ms: int | None, cache: CacheState) -> int | None:
+    if needed_from_ms == AT_ONCE_MS or not cache.available:
+        return None
+    return needed_from_ms
 
 
 # a client tag issued this long before a create made the order's tags is older than them: more
@@ -117,29 +184,6 @@ def _changed_due_ms(
     if created is not None and client_tag.content is not None:
         due = max(due, created + int(refetch_phase * timings.degraded_min_ttl_ms))
     return due
-
-
-def part_due_at_ms(
-    rule: PartRule,
-    client_tag: ClientTag | None,
-    stored_content: str | None,
-    *,
-    force: bool,
-    cache: CacheState,
-    timings: TagTimings,
-    refetch_phase: float = 0.0,
-    tags_made_ms: int | None = None,
-) -> int | None:
-    """When a part that a TTL holds back (rule 5, or a degraded tag after the cache's return;
-    not forced) becomes needed; None for a part no passing of time alone makes needed. A
-    waiting poll answers then."""
-    if client_tag is None or rule.static or not cache.available or force:
-        return None
-    if client_tag.content is not None and client_tag.content == stored_content:
-        return None
-    if client_tag.degraded or client_tag.content is None:
-        return client_tag.issued_ms + timings.degraded_min_ttl_ms
-    return _changed_due_ms(client_tag, stored_content, timings, refetch_phase, tags_made_ms)
 
 
 @dataclass(frozen=True)
@@ -176,20 +220,7 @@ def decide_parts(
         if not rule.tag_defined:
             continue
         stored = stored_tags.get(rule.part_name) if stored_tags else None
-        if part_needed(
-            rule,
-            decoded,
-            stored,
-            force=force,
-            cache=cache,
-            now_ms=now_ms,
-            timings=timings,
-            refetch_phase=refetch_phase,
-            tags_made_ms=tags_made_ms,
-        ):
-            need.append(rule.part_name)
-            continue
-        due_at = part_due_at_ms(
+        needed_from = part_needed_from_ms(
             rule,
             decoded,
             stored,
@@ -199,6 +230,10 @@ def decide_parts(
             refetch_phase=refetch_phase,
             tags_made_ms=tags_made_ms,
         )
+        if needed_from is not None and now_ms >= needed_from:
+            need.append(rule.part_name)
+            continue
+        due_at = _held_until(needed_from, cache)
         if due_at is not None:
             due.append(due_at)
     return PartsDecision(need, valid, min(due, default=None))

@@ -234,3 +234,35 @@ async def test_every_answer_of_an_order_source_names_a_list_tag(emulator: TestCl
     assert await served({"at_least": "b1-read"}) == "b1-read"
     # asked with no tag, it does not know which tag its data stands for: one no list has
     assert await served({}) not in (None, "")
+
+
+async def test_every_part_type_is_also_at_parts_its_name_as_its_own_endpoint_serves_it(
+    emulator: TestClient, unique: str
+):
+    """A BFF pointed at the emulator finds each part upstream at /parts/<name>: a part type
+    with an endpoint of its own is served there by it (the same document, counted and
+    faulted as that endpoint), so the product needs no map of the emulator's paths."""
+    taxi = await create_order(emulator, unique, status="driving")
+    eats = await create_order(emulator, unique, "eats")
+    grocery = await create_order(emulator, unique, "grocery")
+    cases = [
+        ("totw", "/3.0/taxiontheway", taxi, "totw"),
+        ("eats_full", "/eats/v1/orders/details", eats, "eats_details"),
+        ("grocery_full", "/grocery/v1/orders/details", grocery, "grocery_details"),
+        ("taxiroute", "/taxiroute/v1/route", taxi, "taxiroute"),
+    ]
+    for part_type, own_path, order, target in cases:
+        body = {"orderid": order["orderid"]}
+        own = await (await emulator.post(own_path, json=body, headers=uid(unique))).json()
+        before = (await stats(emulator))["calls"].get(target, 0)
+        resp = await emulator.post(f"/parts/{part_type}", json=body, headers=uid(unique))
+        assert resp.status == 200, part_type
+        # a route is made at the call: its updated_at is that moment
+        served = await resp.json()
+        assert served | {"updated_at": None} == own | {"updated_at": None}, part_type
+        assert (await stats(emulator))["calls"][target] == before + 1, part_type
+    await set_fault(emulator, "totw", "error500")
+    resp = await emulator.post(
+        "/parts/totw", json={"orderid": taxi["orderid"]}, headers=uid(unique)
+    )
+    assert resp.status == 500

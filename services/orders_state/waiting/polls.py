@@ -69,7 +69,7 @@ class WaitedAnswer:
 
 @dataclass(frozen=True)
 class WaitingConfig:
-    """Built from the settings (OrdersStateSettings.waiting_config), which say why each
+    """Built from the settings (waiting/setup.py: waiting_config), which say why each
     number is what it is."""
 
     max_waiting: int

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from services.bff.resources import ADMISSION, ENGINE
-from services.orders_state.config import OrdersStateSettings
+from services.orders_state.config import WAITING_SHED_FACTOR, OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitingPolls
+from services.orders_state.waiting.polls import WaitingConfig, WaitingPolls
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
 from services.orders_state.waiting.wakeups import TagWakeups
 from shared.redis import create_redis
@@ -21,6 +21,20 @@ from shared.web import METRICS, needs
 log = logging.getLogger("mlutp.waiting")
 
 WAITING = web.AppKey("waiting", WaitingPolls)
+
+
+def waiting_config(settings: OrdersStateSettings) -> WaitingConfig:
+    """The waiting polls' config, from the settings (the service and the simulation build
+    their waiting polls with it)."""
+    return WaitingConfig(
+        max_waiting=settings.max_waiting,
+        max_waiting_per_user=settings.waiting.max_per_user,
+        subscribe_deadline_s=settings.waiting.subscribe_deadline_s,
+        wakeup_settle_s=settings.waiting.settle_s,
+        shed_factor=WAITING_SHED_FACTOR,
+        watch_cache=settings.watch_cache,
+        interval_max_ms=settings.protocol.interval.max_ms,
+    )
 
 
 def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
@@ -46,7 +60,7 @@ def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
             engine,
             needs(app, ADMISSION, "the waiting polls"),
             wakeups,
-            settings.waiting_config(),
+            waiting_config(settings),
             metrics,
         )
         yield

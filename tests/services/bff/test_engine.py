@@ -14,6 +14,7 @@ from services.bff.config import ProtocolSettings
 from services.bff.engine import OrdersStateEngine
 from services.bff.known_orders import ParsedKnownOrder, parse_known_orders
 from services.bff.poll import Caller, Poll
+from services.bff.resources import engine_config, limits
 from shared.answer import ActualOrder, StaleOrder
 from shared.policy import load_policy
 from shared.protocol.tags import encode_tag
@@ -23,7 +24,7 @@ from tests.services.fakes import FakeOrderTags, FakeSource, metrics, tag_cache
 
 POLICY = load_policy()
 SETTINGS = ProtocolSettings(interval={"jitter": 0.0})
-CONFIG = SETTINGS.engine_config(POLICY)
+CONFIG = engine_config(SETTINGS, POLICY)
 T0 = "2026-01-01T10:00:00.000Z"
 T1 = "2026-01-01T10:05:00.000Z"
 
@@ -42,7 +43,7 @@ def poll(known: list[ParsedKnownOrder], services: list[str]) -> Poll:
 
 
 def known(*orders: dict) -> list:
-    return parse_known_orders(list(orders), SETTINGS.limits())
+    return parse_known_orders(list(orders), limits(SETTINGS))
 
 
 async def test_one_poll_reads_the_tags_of_all_its_orders_in_one_call():

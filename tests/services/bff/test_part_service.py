@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from services.bff.config import RECENT_MEMO_BYTES, ProtocolSettings
+from services.bff.config import ProtocolSettings
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from services.bff.poll import Caller
+from services.bff.resources import degraded_memo, recent_memo
 from shared.policy import Stage, load_policy
 from shared.protocol.tags import decode_tag, encode_tag
 from shared.wire import OrderKey
@@ -32,7 +33,7 @@ def service(
 ) -> PartService:
     # the slow part's own upstream (orderperformerinfo), the rest's totw
     upstreams = {"totw": upstream, "orderperformerinfo": performer or GatedUpstream([])}
-    recent = RECENT_MEMO_BYTES if remember_recent else 0
+    recent = ProtocolSettings().part_fetches.recent_memo_bytes if remember_recent else 0
     settings = ProtocolSettings(part_fetches={"recent_memo_bytes": recent})
     return PartService(
         POLICY,
@@ -41,8 +42,8 @@ def service(
         metrics(),
         {},  # no route requests here: no order source
         coalesce=coalesce,
-        degraded_memo=settings.degraded_memo(),
-        recent_memo=settings.recent_memo(),
+        degraded_memo=degraded_memo(settings),
+        recent_memo=recent_memo(settings),
     )
 
 

@@ -8,12 +8,13 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from services.bff.config import ProtocolSettings
+from services.bff.resources import timings
 from shared.protocol.tags import refetch_phase
 from shared.redis import list_key, tags_key
 from tests.emulator_api import change, create_order_id
 from tests.helpers import all_tags, client_tag, poll, stored_parts
 
-DEGRADED_TTL_MS = ProtocolSettings().timings().degraded_min_ttl_ms
+DEGRADED_TTL_MS = timings(ProtocolSettings()).degraded_min_ttl_ms
 
 
 async def test_tags_made_again_carry_the_orders_version_and_need_nothing_held_at_it(

@@ -6,11 +6,12 @@ import random
 from dataclasses import replace
 
 from services.bff.config import ProtocolSettings
+from services.bff.resources import interval_rules
 from shared.policy import load_policy
 from shared.protocol.interval import overload_factor, polling_interval_ms
 
 # the per-status bases of the policy file
-NO_JITTER = ProtocolSettings(interval={"jitter": 0.0}).interval_rules(load_policy())
+NO_JITTER = interval_rules(ProtocolSettings(interval={"jitter": 0.0}), load_policy())
 
 
 def interval(orders, *, degraded=False, overload=1.0, rules=NO_JITTER, seed=0) -> int:  # type: ignore[no-untyped-def]

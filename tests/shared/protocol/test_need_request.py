@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections import Counter
 
 from services.bff.config import ProtocolSettings
+from services.bff.resources import timings
 from shared.policy import PartRule, PollingType, load_policy
 from shared.protocol.need_request import (
+    AT_ONCE_MS,
     CACHE_UP,
     CacheState,
     decide_parts,
     part_due_at_ms,
     part_needed,
+    part_needed_from_ms,
 )
 from shared.protocol.tags import (
     ClientTag,
@@ -23,7 +26,7 @@ from shared.protocol.tags import (
     refetch_phase,
 )
 
-T = ProtocolSettings().timings()
+T = timings(ProtocolSettings())
 NOW = 1_800_000_000_000
 V = "646d451553"
 
@@ -110,6 +113,70 @@ def test_unknown_content_never_matches_and_is_refetched_on_the_degraded_rhythm()
     assert needed(tag(None, 10_000), "v1")
     assert needed(tag(None, 10_000), None)
     assert needed(tag(None, 2_000), "v1", force=True)
+
+
+def needed_from(
+    client: ClientTag | None,
+    stored: str | None,
+    *,
+    static: bool = False,
+    force: bool = False,
+    cache: bool = True,
+) -> int | None:
+    return part_needed_from_ms(
+        rule(static=static), client, stored, force=force, cache=CacheState(cache), timings=T
+    )
+
+
+def test_one_rule_gives_the_moment_a_part_is_needed_from():
+    """Each rule as a moment: needed now, from when a TTL passes, or not by time alone."""
+    young = tag("v1", 500)
+    # 1. missing or invalid: needed now
+    assert needed_from(None, "v2") == AT_ONCE_MS
+    # 2. static: never by time alone
+    assert needed_from(young, "v2", static=True) is None
+    # 3. the tag store unavailable: once c is 10 s old, force ignored
+    assert needed_from(young, None, cache=False) == young.issued_ms + 10_000
+    assert needed_from(young, None, cache=False, force=True) == young.issued_ms + 10_000
+    # 4. unchanged: never by time alone, even forced
+    assert needed_from(young, "v1") is None
+    assert needed_from(young, "v1", force=True) is None
+    # 5. changed: once c is at least 2 s old, or now if forced
+    assert needed_from(young, "v2") == young.issued_ms + 2_000
+    assert needed_from(young, "v2", force=True) == AT_ONCE_MS
+    # a c that carries no content: once 10 s old, not 2 s
+    assert needed_from(tag(None, 500), "v2") == NOW - 500 + 10_000
+
+
+def test_a_part_is_needed_from_its_moment_and_a_waiting_poll_answers_at_that_moment():
+    """Rule 5's min TTL, as a poll sees it and as a waiting poll is told when to answer: the
+    part is not needed a millisecond before the moment it is due at, and needed at it."""
+    cases = [
+        (tag("v1", 500), "v2"),  # changed, 0.5 s old
+        (tag(None, 500), "v2"),  # unknown content
+        (ClientTag(V, None, NOW - 500, degraded=True), "v1"),  # degraded, the cache back
+        (tag("v1", 60_000), new_content_tag(created=True, now_ms=NOW - 1_000)),  # made again
+    ]
+    for client, stored in cases:
+        due = part_due_at_ms(
+            rule(), client, stored, force=False, cache=CACHE_UP, timings=T, refetch_phase=0.5
+        )
+        assert due is not None and due > NOW, (client, stored)
+
+        def needed_at(now_ms: int, client: ClientTag = client, stored: str = stored) -> bool:
+            return part_needed(
+                rule(),
+                client,
+                stored,
+                force=False,
+                cache=CACHE_UP,
+                now_ms=now_ms,
+                timings=T,
+                refetch_phase=0.5,
+            )
+
+        assert not needed_at(due - 1), (client, stored)
+        assert needed_at(due), (client, stored)
 
 
 def test_need_request_lists_parts_by_ascending_priority_and_echoes_valid_tags():
