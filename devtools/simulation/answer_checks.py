@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from devtools.simulation.bff import PollReply
 from devtools.simulation.bounds import LIST_MAX_AGE_S, ONE_LOOK_S, SERVICES
 from devtools.simulation.check_base import CheckerBase
+from devtools.simulation.documents import stamps as stamps_of
 from devtools.simulation.trace import describe_orders, shown
 from shared.answer import ActualOrder
 from shared.policy import PartEndpoint
+from shared.protocol.tags import decode_tag
 from shared.redis import list_channel, tags_channel
 from shared.wire import OrderKey
 
@@ -156,7 +159,7 @@ class AnswerChecks(CheckerBase):
         )
 
     def part_answered(
-        self, user_id: str, endpoint: PartEndpoint, parts: list[dict[str, object]]
+        self, user_id: str, endpoint: PartEndpoint, parts: list[dict[str, Any]]
     ) -> None:
         self.note(
             self.world.now(),
@@ -171,7 +174,10 @@ class AnswerChecks(CheckerBase):
         for part in parts:
             if "error" in part:
                 continue
-            truth = self.world.orders.get(OrderKey(endpoint.service, str(part["orderid"])))
+            key = OrderKey(endpoint.service, str(part["orderid"]))
+            if "unchanged" not in part and not self._part_data(user_id, endpoint, key, part):
+                continue
+            truth = self.world.orders.get(key)
             if truth is None or truth.user_id != user_id:
                 self.violation(
                     self.world.now(),
@@ -179,6 +185,53 @@ class AnswerChecks(CheckerBase):
                     f"part {endpoint.rule.part_name} of {part['orderid']} answered to {user_id}",
                     user_id,
                 )
+
+    def _part_data(
+        self, user_id: str, endpoint: PartEndpoint, key: OrderKey, part: dict[str, Any]
+    ) -> bool:
+        """The data of a part answered with fields, by the stamps its upstream put in it:
+        fetched for this user (`crossing`), and no older than the content tag its tag carries
+        (`behind_tag`): at least the order's revision when that content tag was first
+        written. False when it broke either."""
+        name = endpoint.rule.part_name
+        stamps = stamps_of(part)
+        # every part of the policy's current endpoints carries one: a part without one is
+        # the simulation's own bug, and would leave these checks blind
+        assert stamps, f"part {name} of {key} answered with no stamp: {part}"
+        for stamp in stamps:
+            if stamp.user_id != user_id:
+                self.violation(
+                    self.world.now(),
+                    "crossing",
+                    f"part {name} of {key.orderid} answered to {user_id} carries data fetched "
+                    f"for {stamp.user_id}",
+                    user_id,
+                )
+                return False
+        tag = decode_tag(str(part["tag"]))
+        content = tag.content if tag is not None else None
+        truth = self.world.orders.get(key)
+        if content is None or truth is None:
+            # no content tag (the tag cache down, or none stored): it claims nothing
+            return True
+        written = self.store.content_written.get((key, name, content))
+        revision = min(stamp.revision for stamp in stamps)
+        if written is None or revision < truth.revision_at(written):
+            at = (
+                f"first written at {written:.3f}, the order then at revision "
+                f"{truth.revision_at(written)}"
+                if written is not None
+                else "never written for it"
+            )
+            self.violation(
+                self.world.now(),
+                "behind_tag",
+                f"part {name} of {key.orderid} answered to {user_id} with data of revision "
+                f"{revision} under content tag {content} ({at})",
+                user_id,
+            )
+            return False
+        return True
 
     # --- wake-ups ----------------------------------------------------------------------------
 

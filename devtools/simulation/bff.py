@@ -1,6 +1,7 @@
 """One BFF process (an orders_state replica) of the simulation: the real engine, listings,
 tag cache (behind its circuit breaker and the joined tag reads, as services/bff/resources.py
-wires them), admission, waiting polls and part service, over the simulated tag store,
+wires them), admission, waiting polls and part service (with the shared part cache's real
+client on the store's Redis: one set of entries for the fleet), over the simulated tag store,
 sources, upstreams and wake-ups. What the aiohttp handlers do around them (parse the body,
 answer 503 past the cap) is done here in a few lines; the HTTP layer itself is not simulated.
 
@@ -14,7 +15,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
@@ -26,6 +27,7 @@ from services.bff.config import ProtocolSettings
 from services.bff.engine import OrdersStateEngine
 from services.bff.known_orders import parse_poll
 from services.bff.metrics import BffMetrics
+from services.bff.part_cache import RedisPartCache
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from services.bff.poll import Caller, Poll
@@ -35,6 +37,7 @@ from services.bff.resources import (
     degraded_memo,
     engine_config,
     limits,
+    part_cache_ttl_ms,
     recent_memo,
     tag_cache_breaker,
 )
@@ -45,8 +48,10 @@ from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.polls import WaitCause, WaitingPolls
 from services.orders_state.waiting.setup import waiting_config
 from shared.answer import AnsweredOrder
+from shared.config import RedisSettings
 from shared.errors import Overloaded
 from shared.policy import PollingPolicy, Stage
+from shared.redis import RedisClient
 from shared.wire import USER_HEADER
 
 # the protocol's numbers as a deployment has them by default (the environment is not read:
@@ -54,6 +59,8 @@ from shared.wire import USER_HEADER
 SETTINGS = ProtocolSettings.model_construct()
 # the waiting polls' numbers, the services' defaults (nothing read from the environment)
 WAITING_SETTINGS = OrdersStateSettings.model_construct(protocol=SETTINGS)
+# the part cache's Redis client's deadline per command, the services' default
+REDIS_SETTINGS = RedisSettings.model_construct()
 
 
 class Refused(Exception):
@@ -154,6 +161,8 @@ class BffProcess:
             coalesce=settings.part_fetches.coalesce,
             degraded_memo=degraded_memo(settings),
             recent_memo=recent_memo(settings),
+            shared_parts=self._part_cache(store, metrics, settings),
+            shared_ttl_ms=part_cache_ttl_ms(settings),
         )
         self.limits = limits(settings)
         self.endpoints = {
@@ -169,6 +178,25 @@ class BffProcess:
         self.parts_at_stop = 0
         self._idle = asyncio.Event()
         self._idle.set()
+
+    @staticmethod
+    def _part_cache(
+        store: SimTagStore, metrics: BffMetrics, settings: ProtocolSettings
+    ) -> RedisPartCache:
+        """The shared part cache as services/bff/resources.py opens it, on the store's Redis
+        (its commands only, not a redis-py client: hence the cast) and the loop's clock."""
+        cache = settings.part_cache
+        return RedisPartCache(
+            cast("RedisClient", store.redis),
+            metrics,
+            ttl_ms=part_cache_ttl_ms(settings),
+            max_entries=cache.max_entries,
+            max_entry_bytes=cache.max_entry_bytes,
+            zlib_level=cache.zlib_level,
+            deadline_s=REDIS_SETTINGS.command_deadline_s,
+            breaker=tag_cache_breaker(settings),
+            clock=asyncio.get_running_loop().time,
+        )
 
     def _lost(self) -> str:
         if not self.tag_cache.available:

@@ -2,8 +2,16 @@
 
 Answer by answer (each poll's answer as the server gives it):
 - `crossing`: no order of another user is ever answered actual; a stale order is only what
-  the client sent; no part data of another user's order; no poll is held listening on, or is
-  woken by, another user's channel; no tags are made naming another user as an order's owner.
+  the client sent; no part data of another user's order, nor data an upstream served to
+  another user (by the stamp each part upstream puts in every part: whom it served the
+  document to; devtools/simulation/documents.py), also when the shared part cache answers;
+  no poll is held listening on, or is woken by, another user's channel; no tags are made
+  naming another user as an order's owner.
+- `behind_tag`: no part is answered with data older than the content tag its tag carries:
+  its stamp's revision (the order's document changes its upstream had seen) is at least the
+  order's revision when that content tag was first written (tag before data: a fetch after
+  reading the tag sees every change made before its write), whether the upstream, a memo
+  or the shared part cache answered it.
 - `vanished`: a known order that is active throughout the poll is never absent from its
   answer. This holds the created grace and more: a known order within its grace is never
   absent, and past it a lagging source cannot make it vanish either. The contract's own

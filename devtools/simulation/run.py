@@ -5,9 +5,11 @@ invariant checked, and its report (devtools/simulation/report.py), as its option
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 
 from devtools.simulation.bff import BffProcess
@@ -35,6 +37,9 @@ from shared.wire import OrderKey
 
 # after the run's end, how long the clients' last requests may take to come back
 DRAIN_S = 30.0
+# the product's warnings of the faults a run injects on purpose (the shared part cache's,
+# once per real period): the run's trace tells of those faults, not stderr
+QUIET_LOGGERS = ("mlutp.part_cache",)
 
 
 @cache
@@ -365,4 +370,18 @@ def run_seed(
     async def main(_: object) -> Report:
         return await Run(scenario, options).play()
 
-    return run_virtual(main)
+    with _quiet(QUIET_LOGGERS):
+        return run_virtual(main)
+
+
+@contextmanager
+def _quiet(names: Sequence[str]) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in names]
+    was = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, disabled in zip(loggers, was, strict=True):
+            logger.disabled = disabled

@@ -8,20 +8,27 @@ kept with, expiring after its own age; each force count per order and user over 
 the first force counted, counted only on an order whose owner is the forcing user. Every write
 that changes something is published on the order's channel, a list bump on the list's channel.
 
-Faults: down (every call fails at once, as order_tags answering 503), paused (every call
-waits for the client's deadline and fails, as a Redis stopped with SIGSTOP), flushed (all
-data gone at once), messages lost on their way to subscribers. The pub/sub connections are the
-wake-up hubs' (devtools/simulation/wakeups.py); they are lost with Redis."""
+The same Redis keeps the shared part cache's hashes (services/bff/part_cache.py): `redis`
+answers the commands its client sends (HGET, and PUT_SCRIPT as the script keeps it), so every
+replica's real RedisPartCache shares one set of entries, lost, failing and flushed with the
+tags.
+
+Faults: down (every call fails at once, as order_tags answering 503, and the part cache's
+commands with a lost connection), paused (every call waits for the client's deadline and
+fails, as a Redis stopped with SIGSTOP), flushed (all data gone at once, part data too),
+messages lost on their way to subscribers. The pub/sub connections are the wake-up hubs'
+(devtools/simulation/wakeups.py); they are lost with Redis."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import msgspec
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shared.errors import OrderTagsUnavailable
 from shared.redis import list_channel, tags_channel
@@ -42,6 +49,9 @@ from shared.wire import (
 FORCE_WINDOW_MS = 60_000
 # the client's deadline for a call to order_tags (services/bff/config.py: tags_deadline_s)
 CALL_DEADLINE_S = 0.05
+# a part cache command sent to a paused Redis has no answer before the client's own deadline
+# (services/bff/part_cache.py: deadline_s) cuts it
+PAUSED_ANSWER_S = 60.0
 
 _answer = msgspec.json.Decoder(SourceResponse)
 
@@ -67,6 +77,14 @@ class _Hash:
 class _Kept:
     kept: KeptAnswer
     expires_ms: int
+
+
+@dataclass
+class _PartHash:
+    """An order's part cache hash: field → value, expiring `ttl` after its last write."""
+
+    fields: dict[bytes, bytes] = field(default_factory=dict)
+    expires_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,6 +115,7 @@ class SimTagStore:
         self._lists: dict[ListKey, str] = {}
         self._kept: dict[ListKey, _Kept] = {}
         self._forces: dict[ForcedOrder, tuple[int, int]] = {}
+        self._parts: dict[str, _PartHash] = {}
         self._sequence = 0
         self.subscribers: list[Subscriber] = []
         # faults
@@ -109,6 +128,10 @@ class SimTagStore:
         self.kept_log: list[KeptRecord] = []
         self.create_log: list[CreateRecord] = []
         self.flushes: list[int] = []
+        # (order, part, content tag) → when that content tag was first written (loop time):
+        # a part answered under it holds data at least as new as the order's then
+        self.content_written: dict[tuple[OrderKey, str, str], float] = {}
+        self.redis = StoreRedis(self)
 
     # --- faults -------------------------------------------------------------------------
 
@@ -122,6 +145,7 @@ class SimTagStore:
         self._lists.clear()
         self._kept.clear()
         self._forces.clear()
+        self._parts.clear()
         self.flushes.append(self.now_ms())
 
     def lose_connections(self) -> None:
@@ -263,6 +287,9 @@ class SimTagStore:
             if only_if_absent and part in stored.parts:
                 continue
             stored.parts[part] = content or self._tag("n" if only_if_absent else "b")
+            self.content_written.setdefault(
+                (key, part, stored.parts[part]), asyncio.get_running_loop().time()
+            )
             changed = True
         # the first writer that says whose order it is names it, also where it writes no part
         if stored.owner is None and owner and stored.parts:
@@ -309,3 +336,56 @@ class SimTagStore:
         after a flush)."""
         stored = self._orders.get(key)
         return stored.owner if stored is not None else None
+
+
+class StoreRedis:
+    """The store's Redis as the shared part cache's client uses it (services/bff/part_cache.py):
+    HGET, and PUT_SCRIPT kept as the script keeps it (an older fetch never replaces a newer
+    one, a new field past the most entries empties the hash, the hash expires its TTL after
+    its last write). Each command is a round trip: a millisecond or two, a lost connection
+    while the store is down, and no answer while it is paused (the client's deadline ends it)."""
+
+    def __init__(self, store: SimTagStore) -> None:
+        self.store = store
+
+    async def _call(self) -> None:
+        store = self.store
+        if not store.paused:
+            await asyncio.sleep(0.0005 + store.rng.random() * 0.0015)
+        if store.paused:
+            await asyncio.sleep(PAUSED_ANSWER_S)
+        if store.down or store.paused:
+            raise RedisConnectionError("simulated Redis: down")
+
+    def _hash(self, key: str) -> _PartHash | None:
+        stored = self.store._parts.get(key)
+        if stored is not None and stored.expires_ms <= self.store.now_ms():
+            del self.store._parts[key]
+            return None
+        return stored
+
+    async def hget(self, name: str, key: bytes) -> bytes | None:
+        await self._call()
+        stored = self._hash(name)
+        return stored.fields.get(key) if stored is not None else None
+
+    def register_script(self, script: str) -> Callable[..., Awaitable[int]]:
+        async def put(keys: Sequence[str], args: Sequence[bytes | int]) -> int:
+            await self._call()
+            name = keys[0]
+            field_name, value, ttl_ms, most = args
+            assert isinstance(field_name, bytes) and isinstance(value, bytes)
+            stored = self._hash(name)
+            if stored is None:
+                stored = self.store._parts[name] = _PartHash()
+            old = stored.fields.get(field_name)
+            if old is not None:
+                if int(old[:13]) > int(value[:13]):
+                    return 0
+            elif len(stored.fields) >= int(most):
+                stored.fields.clear()
+            stored.fields[field_name] = value
+            stored.expires_ms = self.store.now_ms() + int(ttl_ms)
+            return 1
+
+        return put

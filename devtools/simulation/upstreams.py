@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from devtools.simulation.documents import served
 from devtools.simulation.world import World
 from services.bff.poll import Caller
 from services.bff.ports import Fetched, FetchOutcome
@@ -202,7 +203,9 @@ class UpstreamBackend:
         if document is None:
             # a 404: the upstream does not know the order for this user
             return Attempt.OK, Fetched(FetchOutcome.EXPIRED)
-        body = wire.encode({**document, "orderid": key.orderid})
+        # stamped with whom it was served to and the order's revision now
+        revision = self.world.orders[key].revision
+        body = wire.encode({**served(document, user_id, revision), "orderid": key.orderid})
         return Attempt.OK, Fetched(FetchOutcome.OK, body)
 
 

@@ -12,10 +12,11 @@ tags were written" knows which were and when."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,6 +98,21 @@ class SimOrder:
     # when its tags (with its owner) were first written, and its list bump after creation
     tags_written_t: float | None = None
     created_bump_t: float | None = None
+    # when each change of its document was made: its revision is how many were made (a
+    # part's data is checked against the revision of the content tag it is answered under)
+    changes: list[float] = field(default_factory=list)
+
+    def change(self, document: dict[str, Any], t: float) -> None:
+        self.document = document
+        self.changes.append(t)
+
+    @property
+    def revision(self) -> int:
+        return len(self.changes)
+
+    def revision_at(self, t: float) -> int:
+        """The revision of its data at `t` (a change made at `t` counted)."""
+        return bisect.bisect_right(self.changes, t)
 
     @property
     def version(self) -> int:
@@ -309,7 +325,7 @@ class World:
         document["version"] = order.version + 1
         document["status"] = status
         document["eta"] = self.rng.randint(1, 30)
-        order.document = document
+        order.change(document, self.now())
         order.status = status
         change = StatusChange(key, order.user_id, status, order.version, self.now())
         change.finished = finished
@@ -354,7 +370,7 @@ class World:
             # one part holds everything of a place order
             fields = ("version",)
             document["version"] = order.version + 1
-        order.document = document
+        order.change(document, self.now())
         await self._bump_parts(key, fields)
 
     async def change_by_user(self, key: OrderKey, feature: str, value: Any) -> UserChange | None:
@@ -367,7 +383,7 @@ class World:
         document["version"] = order.version + 1
         field_name = FEATURE_FIELDS.get(feature, "comment")
         document[field_name] = value
-        order.document = document
+        order.change(document, self.now())
         change = UserChange(key, order.user_id, feature, order.version, self.now())
         self.user_changes.append(change)
         await self._bump_parts(key, ("version", field_name), change.parts_landed)

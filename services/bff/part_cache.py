@@ -112,7 +112,10 @@ class RedisPartCache:
         zlib_level: int,
         deadline_s: float,
         breaker: CircuitBreaker,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: what the circuit's open time is measured on (a virtual loop's time in the
+        simulation, devtools/simulation/bff.py)."""
         self.redis = redis
         self.metrics = metrics
         self.ttl_ms = ttl_ms
@@ -121,18 +124,19 @@ class RedisPartCache:
         self.zlib_level = zlib_level
         self.deadline_s = deadline_s
         self.breaker = breaker
+        self.clock = clock
         self._put = redis.register_script(PUT_SCRIPT)
         self._warnings = Sparse()
 
     async def _call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
         """`operation` within the deadline, through the circuit; None when it failed."""
-        if not self.breaker.allow(time.monotonic()):
+        if not self.breaker.allow(self.clock()):
             return None
         try:
             async with asyncio.timeout(self.deadline_s):
                 result = await operation()
         except (RedisError, OSError, TimeoutError) as exc:
-            self.breaker.failure(time.monotonic())
+            self.breaker.failure(self.clock())
             self.metrics.part_cache_errors.labels(what).inc()
             self._warnings.warning(log, "part cache failed", what, error=repr(exc))
             return None

@@ -14,7 +14,13 @@ poll, Tags and need_request):
   and user, wire.ForcedOrder with user_id);
 - `watch_cache_deaf` (e): the watch cache holds a re-poll from its client's last look though
   a message was heard on its channels since (or pub/sub was lost): the stamp is ignored (the
-  check: shared.protocol.waiting.kept_look_holds compares it)."""
+  check: shared.protocol.waiting.kept_look_holds compares it);
+- `part_cache_without_user` (i): the shared part cache keys an order's entries by part and
+  question alone, not by user (the fix: the user in the entry's field,
+  services.bff.part_cache.entry_field), so one user's fetched part answers another's request;
+- `part_cache_any_content` (j): the shared part cache serves an entry younger than its TTL
+  whatever content tag it was fetched under (the fix: only under the content tag current
+  now, shared.protocol.parts.kept_part_serves)."""
 
 from __future__ import annotations
 
@@ -22,8 +28,10 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
 import pytest
 
+from services.bff.ports import PartKey
 from services.orders_state.waiting import kept_looks, polls
 from shared.protocol.waiting import (
     Answer,
@@ -90,6 +98,27 @@ def no_version_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("services.bff.monotonic_reads.orders_behind", none_behind)
 
 
+def part_cache_without_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    def without_user(key: PartKey) -> bytes:
+        return msgspec.json.encode([key.part, key.params])
+
+    monkeypatch.setattr("services.bff.part_cache.entry_field", without_user)
+
+
+def part_cache_any_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    def any_content(
+        kept_content: str,
+        kept_issued_ms: int,
+        stored_content: str | None,
+        *,
+        now_ms: int,
+        ttl_ms: int,
+    ) -> bool:
+        return stored_content is not None and now_ms - kept_issued_ms < ttl_ms
+
+    monkeypatch.setattr("services.bff.part_service.kept_part_serves", any_content)
+
+
 SWITCHES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "a": lagging_answer_kept,
     "b": held_polls_look_again,
@@ -97,4 +126,6 @@ SWITCHES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "d": force_per_order,
     "e": watch_cache_deaf,
     "h": no_version_check,
+    "i": part_cache_without_user,
+    "j": part_cache_any_content,
 }

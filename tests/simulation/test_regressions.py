@@ -11,7 +11,14 @@ backwards from a kept answer whose bump was lost) and a balancer that sprays a u
 over the replicas (Options.spraying_router: each process's memos see a share of them, and the
 part upstreams get more than legacy polling gave them, also while the tag store is down). (h)
 puts back the other High of the fleet's issue: no version check (monotonic reads off), and
-orders go backwards even with writers that retry."""
+orders go backwards even with writers that retry.
+
+(i) and (j) are the shared part cache's (services/bff/part_cache.py), found by what each part
+answered carries: its upstream's stamp of whom it was fetched for and the order's revision
+then (devtools/simulation/documents.py). (i) keys the cache without the user: a misbehaving
+client asking for another user's order gets that user's data (`crossing`, by the stamp). (j)
+serves an entry whatever content tag it was fetched under: a part answered under the current
+content tag with data from before that tag's write (`behind_tag`)."""
 
 from __future__ import annotations
 
@@ -42,7 +49,13 @@ FOUND = {
     # no version check: an order answered at an earlier status than its client was shown (a
     # kept answer from before a bump that lands late, a lagging source)
     "h": [(5, "backwards")],
+    # the shared part cache without the user in its key: another user's fetched part
+    "i": [(2, "crossing")],
+    # the shared part cache serving an entry of an older content tag under the current one
+    "j": [(1, "behind_tag")],
 }
+# what the first violation says, where the invariant alone does not show which check found it
+SAYS = {"i": "carries data fetched for"}
 # failures put back by an option of the run, not by a patch of the code
 PUT_BACK = {"f": Options(lossy_writers=True), "g": Options(spraying_router=True)}
 
@@ -64,3 +77,4 @@ def test_the_simulation_finds_it(
     broken = run_seed(seed, options=options)
     assert not broken.ok, f"failure ({failure}) put back, and seed {seed} found nothing"
     assert broken.violations[0].invariant == invariant, broken.describe()
+    assert SAYS.get(failure, "") in broken.violations[0].message, broken.describe()
