@@ -162,6 +162,10 @@ def answers_as_documented(
         "orders_state": USER,
         "order_tags": {"Authorization": f"Bearer {TOKEN}"},
     }.get(service)
+    if case.headers and case.headers.get("Content-Encoding", "identity").lower() != "identity":
+        # the fuzzer names a coding but sends the body plain, which is rightly a 400: coded
+        # bodies have their own tests (tests/services/orders_state/test_request_encoding.py)
+        del case.headers["Content-Encoding"]
     try:
         response = case.call(base_url=stack_urls[service], headers=headers, timeout=30)
     finally:
