@@ -146,7 +146,7 @@ class OrdersStateEngine:
         self,
         service: str,
         source_order: SourceOrder,
-        client: ParsedKnownOrder | None,
+        known_order: ParsedKnownOrder | None,
         stored_parts: dict[str, str] | None,
         *,
         version: str,
@@ -158,14 +158,15 @@ class OrdersStateEngine:
         """An order of an available source, decided by the policy version the client is
         answered by, and when a part the min TTL holds back becomes needed. Each part of any
         version reads its own content tag (ServicePolicy.tagged_parts)."""
-        client_tags = client.order.tags if client else {}
         self.metrics.poll_orders.labels(service, version).inc()
         decision = decide_parts(
             self.policy.services[service].versions[version],
             version,
-            client_tags,
+            known_order.order.tags if known_order else {},
             stored_parts,
-            force=self._force(client, honoured=force_honoured, cache_available=cache.available),
+            force=self._force(
+                known_order, honoured=force_honoured, cache_available=cache.available
+            ),
             cache=cache,
             now_ms=now_ms,
             timings=self.config.timings,
@@ -188,12 +189,12 @@ class OrdersStateEngine:
         return order, decision.due_at_ms
 
     def _force(
-        self, client: ParsedKnownOrder | None, *, honoured: bool, cache_available: bool
+        self, known_order: ParsedKnownOrder | None, *, honoured: bool, cache_available: bool
     ) -> bool:
         """Whether the client's force on the order counts: order_tags counted it against the
         order's budget in the poll's tag read, for every replica together. While the cache
         is down force is ignored anyway (rule 3)."""
-        if client is None or not client.order.force or not cache_available:
+        if known_order is None or not known_order.order.force or not cache_available:
             return False
         self.metrics.force.labels("honoured" if honoured else "over_budget").inc()
         return honoured
@@ -208,7 +209,10 @@ class OrdersStateEngine:
                 self.policy,
                 poll.services,
                 poll.stated_versions,
-                ((k.order.service, k.order.tags) for k in poll.known),
+                (
+                    (known_order.order.service, known_order.order.tags)
+                    for known_order in poll.known_orders
+                ),
             )
             to_hold = versions_to_hold(self.policy, client_versions)
             result = await self._look(
@@ -225,7 +229,7 @@ class OrdersStateEngine:
         client_versions: dict[str, str],
     ) -> LookResult:
         # the versions the client echoed: no order is answered older (monotonic reads)
-        echoed = echoed_versions(poll.known)
+        echoed = echoed_versions(poll.known_orders)
         read, kept = await self._read(poll, echoed)
         sources = await self._ask(poll, versions, echoed, read, kept)
         actual, due_at_ms, tag_store_up = await self._decide(poll, versions, read, sources)
@@ -235,7 +239,7 @@ class OrdersStateEngine:
             queried=poll.services,
             served=self.sources,
             available=sources.available,
-            known_services=(k.order.service for k in poll.known),
+            known_services=(known_order.order.service for known_order in poll.known_orders),
         )
         allowances: dict[str, SourceAllowance] = {
             service: answer.allowed_changes for service, answer in sources.available.items()
@@ -266,14 +270,18 @@ class OrdersStateEngine:
         user_id = poll.user_id
         listed_services = self.listed_services(poll)
         read = await self.tag_cache.read(
-            [k.key for k in poll.known if k.order.service in self.sources],
+            [
+                known_order.key
+                for known_order in poll.known_orders
+                if known_order.order.service in self.sources
+            ],
             [ListKey(service, user_id) for service in listed_services],
             # counted against the order's budget of this user: naming another's order with
             # force spends nothing of its owner's
             force=[
-                ForcedOrder(k.order.service, k.order.orderid, user_id)
-                for k in poll.forced
-                if k.order.service in self.sources
+                ForcedOrder(known_order.order.service, known_order.order.orderid, user_id)
+                for known_order in poll.forced
+                if known_order.order.service in self.sources
             ],
             force_per_minute=self.config.force_per_order_per_minute,
         )
@@ -322,7 +330,7 @@ class OrdersStateEngine:
         # for this poll alone
         older = behind(available, echoed)
         listed = [(s, o) for s, o in listed if OrderKey(s, o.orderid) not in older]
-        current = current_answers(asked, list_tags, not_listed_yet) - {k.service for k in older}
+        current = current_answers(asked, list_tags, not_listed_yet) - {key.service for key in older}
         self.listings.keep(
             poll.user_id,
             read,
@@ -360,12 +368,12 @@ class OrdersStateEngine:
         stored, made_ms = looked if looked is not None else (None, {})
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
-        known_by_key = {k.key: k for k in poll.known}
+        known_orders_by_key = {known_order.key: known_order for known_order in poll.known_orders}
         decided = [
             self._actual(
                 service,
                 source_order,
-                known_by_key.get(key),
+                known_orders_by_key.get(key),
                 stored.get(key) if stored else None,
                 version=versions[service],
                 cache=cache,
@@ -384,10 +392,10 @@ class OrdersStateEngine:
         """Merge: the actual orders with the known orders that stay stale, in canonical
         order (docs/protocol.md: Orders and their order)."""
         stale: list[AnsweredOrder] = [
-            stale_order(k, self._capabilities(k.order.service))
-            for k in poll.known
+            stale_order(known_order, self._capabilities(known_order.order.service))
+            for known_order in poll.known_orders
             if stays_stale(
-                k.key,
+                known_order.key,
                 available=sources.available,
                 not_listed_yet=sources.not_listed_yet,
                 behind=sources.behind,
@@ -398,7 +406,11 @@ class OrdersStateEngine:
             served = order.service in self.sources
             self.metrics.stale_orders.labels(order.service if served else "unknown").inc()
         return merge_orders(
-            actual, stale, [k.key for k in poll.known], key=lambda o: o.key, placed_by=placed_by
+            actual,
+            stale,
+            [known_order.key for known_order in poll.known_orders],
+            key=lambda o: o.key,
+            placed_by=placed_by,
         )
 
     def interval_ms(self, orders: Sequence[AnsweredOrder], *, degraded: bool) -> int:

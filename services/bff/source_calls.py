@@ -19,7 +19,7 @@ from shared.upstream_wire import SourceKnownOrder, SourceResponse
 
 
 def known_by_source(
-    known: Sequence[ParsedKnownOrder],
+    known_orders: Sequence[ParsedKnownOrder],
     served: Sequence[str],
     versions: Mapping[str, str],
     now_ms: int,
@@ -27,11 +27,13 @@ def known_by_source(
     """The client's known orders of each served service as its source is told of them: with
     the content tags the client holds, never the server's tags."""
     told: dict[str, list[SourceKnownOrder]] = {service: [] for service in served}
-    for k in known:
-        orders = told.get(k.order.service)
+    for known_order in known_orders:
+        orders = told.get(known_order.order.service)
         if orders is not None:
-            contents = known_content_tags(k.order.tags, versions[k.order.service], now_ms)
-            orders.append(SourceKnownOrder(k.order.orderid, contents))
+            content_tags = known_content_tags(
+                known_order.order.tags, versions[known_order.order.service], now_ms
+            )
+            orders.append(SourceKnownOrder(known_order.order.orderid, content_tags))
     return told
 
 
@@ -54,7 +56,7 @@ class SourceCalls:
         source that failed. Also the services whose answer this poll shared with another's
         call (that poll keeps it)."""
         served = [service for service in services if service in self.sources]
-        told = known_by_source(poll.known, served, versions, int(time.time() * 1000))
+        told = known_by_source(poll.known_orders, served, versions, int(time.time() * 1000))
         caller = poll.caller
 
         async def ask(service: str) -> tuple[SourceResponse | None, bool]:
