@@ -140,7 +140,11 @@ class OrdersStateEngine:
         their list channels wake waiting polls."""
         if not self.config.list_tags:
             return []
-        return [s for s in poll.services if s in self.sources and self.policy.services[s].list_tags]
+        return [
+            service
+            for service in poll.services
+            if service in self.sources and self.policy.services[service].list_tags
+        ]
 
     def _actual(
         self,
@@ -256,7 +260,7 @@ class OrdersStateEngine:
             source_lagging=source_lagging(
                 not_listed_yet=sources.not_listed_yet,
                 behind=sources.behind,
-                answered=(s for s, answer in sources.asked.items() if answer),
+                answered=(service for service, answer in sources.asked.items() if answer),
                 current=sources.current,
             ),
         )
@@ -306,9 +310,13 @@ class OrdersStateEngine:
         before the call; which answers are current, which known orders their sources do not
         list yet or give older than echoed; the current answers kept for later polls."""
         # the list tag read before each source is asked: it serves data at least that new
-        list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
+        list_tags = (
+            {service: entry.tag for service, entry in read.lists.items()}
+            if read is not None
+            else {}
+        )
         asked, shared = await self.source_calls.ask(
-            [s for s in poll.services if s not in kept], poll, versions, list_tags
+            [service for service in poll.services if service not in kept], poll, versions, list_tags
         )
         answers: dict[str, SourceResponse | None] = {**asked, **kept}
         available = {service: answer for service, answer in answers.items() if answer is not None}
@@ -329,7 +337,11 @@ class OrdersStateEngine:
         # is stale (its echo), and the answer (a kept one, or a fresh one still older) is used
         # for this poll alone
         older = behind(available, echoed)
-        listed = [(s, o) for s, o in listed if OrderKey(s, o.orderid) not in older]
+        listed = [
+            (service, order)
+            for service, order in listed
+            if OrderKey(service, order.orderid) not in older
+        ]
         current = current_answers(asked, list_tags, not_listed_yet) - {key.service for key in older}
         self.listings.keep(
             poll.user_id,
@@ -409,14 +421,14 @@ class OrdersStateEngine:
             actual,
             stale,
             [known_order.key for known_order in poll.known_orders],
-            key=lambda o: o.key,
+            key=lambda order: order.key,
             placed_by=placed_by,
         )
 
     def interval_ms(self, orders: Sequence[AnsweredOrder], *, degraded: bool) -> int:
         """An answer's interval drawn now: a look's, or one held from a kept look's."""
         interval_ms = polling_interval_ms(
-            [(o.service, o.status) for o in orders],
+            [(order.service, order.status) for order in orders],
             degraded=degraded,
             overload=self.overload(),
             rng=self.rng,

@@ -125,7 +125,12 @@ class Listings:
         expire, in the store, after KEPT_AGE_SPREAD_FROM × list_max_age."""
         lists = read.lists if read is not None else {}
         return min(
-            (e.kept.at_ms for s in kept if (e := lists.get(s)) is not None and e.kept), default=None
+            (
+                entry.kept.at_ms
+                for service in kept
+                if (entry := lists.get(service)) is not None and entry.kept
+            ),
+            default=None,
         )
 
     def keep(

@@ -49,9 +49,9 @@ class SourceCalls:
         services: Sequence[str],
         poll: Poll,
         versions: Mapping[str, str],
-        at_least: Mapping[str, str],
+        list_tags: Mapping[str, str],
     ) -> tuple[dict[str, SourceResponse | None], set[str]]:
-        """Each served service's source, told the list tag read before the call (`at_least`);
+        """Each served service's source, told the list tag read before the call (`list_tags`);
         a service the server does not serve is unavailable for this request (None), like a
         source that failed. Also the services whose answer this poll shared with another's
         call (that poll keeps it)."""
@@ -60,15 +60,15 @@ class SourceCalls:
         caller = poll.caller
 
         async def ask(service: str) -> tuple[SourceResponse | None, bool]:
-            source, tag = self.sources[service], at_least.get(service)
-            if tag is None:
+            source, list_tag = self.sources[service], list_tags.get(service)
+            if list_tag is None:
                 return await source.list_active(caller, told[service]), False
             # however many polls of the user find its kept answer missing or expired at
             # once (devices, tabs, the polls a bump wakes), the source is asked once: those
             # that read the same list tag share the answer
             return await self._asking.run(
-                (service, caller.user_id, tag),
-                lambda: source.list_active(caller, told[service], tag),
+                (service, caller.user_id, list_tag),
+                lambda: source.list_active(caller, told[service], list_tag),
             )
 
         results = await asyncio.gather(*(ask(service) for service in served))

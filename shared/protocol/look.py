@@ -97,8 +97,8 @@ def look_degraded(
     does not serve has no source to protect: it degrades nothing."""
     return (
         not tag_store_up
-        or any(s in served and s not in available for s in queried)
-        or any(s not in served for s in known_services)
+        or any(service in served and service not in available for service in queried)
+        or any(service not in served for service in known_services)
     )
 
 
@@ -113,4 +113,4 @@ def source_lagging(
     just-created known order yet, gives an order older than its client echoed, or answered
     with data older than the list tag read before asking. The bump that would wake a waiting
     poll has rung already, or none is coming (versions are not in list tags)."""
-    return bool(not_listed_yet or behind) or any(s not in current for s in answered)
+    return bool(not_listed_yet or behind) or any(service not in current for service in answered)
