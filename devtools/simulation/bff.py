@@ -232,7 +232,7 @@ class BffProcess:
                 parsed = parse_poll(self.limits, known, body.get("supported_services"))
                 poll = Poll(
                     _caller(user_id),
-                    parsed.known,
+                    parsed.known_orders,
                     parsed.services,
                     body.get("policy_versions") or {},
                     wait_ms,
@@ -275,7 +275,10 @@ class BffProcess:
         try:
             parsed = parse_poll(self.limits, known, body["supported_services"], only_supported=True)
             poll = Poll(
-                _caller(user_id), parsed.known, parsed.services, body.get("policy_versions") or {}
+                _caller(user_id),
+                parsed.known_orders,
+                parsed.services,
+                body.get("policy_versions") or {},
             )
             try:
                 with self.admission.admit():

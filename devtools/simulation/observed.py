@@ -78,12 +78,12 @@ class ProcessLooks:
             # docs/protocol.md: Waiting poll, "polls already held when the tag cache or the
             # pub/sub connection is lost are answered with their last look, with no new look"
             self.observer.looked_again(self.process, poll.user_id, lost)
-        return started, self.observer.look_started(poll.known)
+        return started, self.observer.look_started(poll.known_orders)
 
     def looked(self, poll: Poll, result: LookResult, started: object) -> None:
         assert isinstance(started, tuple)
         at, before = started
-        self.observer.look(self.process, poll.user_id, poll.known, at, result, before)
+        self.observer.look(self.process, poll.user_id, poll.known_orders, at, result, before)
 
 
 class KeptLookChecks:
@@ -114,7 +114,9 @@ class KeptLookChecks:
         fresh = await self.engine.look(poll)
         # a write during the fresh look rings the held poll: only what was there before counts
         if self.wakeups.stamp(channels) == stamp and not fresh.cannot_wait:
-            known_statuses = {k.key: k.order.status for k in poll.known}
+            known_statuses = {
+                known_order.key: known_order.order.status for known_order in poll.known_orders
+            }
             news = _news(known_statuses, fresh)
             if news:
                 self.observer.kept_look_missed(self.process, poll.user_id, channels, since_s, news)

@@ -140,13 +140,17 @@ class OrdersStateEngine:
         their list channels wake waiting polls."""
         if not self.config.list_tags:
             return []
-        return [s for s in poll.services if s in self.sources and self.policy.services[s].list_tags]
+        return [
+            service
+            for service in poll.services
+            if service in self.sources and self.policy.services[service].list_tags
+        ]
 
     def _actual(
         self,
         service: str,
         source_order: SourceOrder,
-        client: ParsedKnownOrder | None,
+        known_order: ParsedKnownOrder | None,
         stored_parts: dict[str, str] | None,
         *,
         version: str,
@@ -158,14 +162,15 @@ class OrdersStateEngine:
         """An order of an available source, decided by the policy version the client is
         answered by, and when a part the min TTL holds back becomes needed. Each part of any
         version reads its own content tag (ServicePolicy.tagged_parts)."""
-        client_tags = client.order.tags if client else {}
         self.metrics.poll_orders.labels(service, version).inc()
         decision = decide_parts(
             self.policy.services[service].versions[version],
             version,
-            client_tags,
+            known_order.order.tags if known_order else {},
             stored_parts,
-            force=self._force(client, honoured=force_honoured, cache_available=cache.available),
+            force=self._force(
+                known_order, honoured=force_honoured, cache_available=cache.available
+            ),
             cache=cache,
             now_ms=now_ms,
             timings=self.config.timings,
@@ -188,12 +193,12 @@ class OrdersStateEngine:
         return order, decision.due_at_ms
 
     def _force(
-        self, client: ParsedKnownOrder | None, *, honoured: bool, cache_available: bool
+        self, known_order: ParsedKnownOrder | None, *, honoured: bool, cache_available: bool
     ) -> bool:
         """Whether the client's force on the order counts: order_tags counted it against the
         order's budget in the poll's tag read, for every replica together. While the cache
         is down force is ignored anyway (rule 3)."""
-        if client is None or not client.order.force or not cache_available:
+        if known_order is None or not known_order.order.force or not cache_available:
             return False
         self.metrics.force.labels("honoured" if honoured else "over_budget").inc()
         return honoured
@@ -208,7 +213,10 @@ class OrdersStateEngine:
                 self.policy,
                 poll.services,
                 poll.stated_versions,
-                ((k.order.service, k.order.tags) for k in poll.known),
+                (
+                    (known_order.order.service, known_order.order.tags)
+                    for known_order in poll.known_orders
+                ),
             )
             to_hold = versions_to_hold(self.policy, client_versions)
             result = await self._look(
@@ -225,7 +233,7 @@ class OrdersStateEngine:
         client_versions: dict[str, str],
     ) -> LookResult:
         # the versions the client echoed: no order is answered older (monotonic reads)
-        echoed = echoed_versions(poll.known)
+        echoed = echoed_versions(poll.known_orders)
         read, kept = await self._read(poll, echoed)
         sources = await self._ask(poll, versions, echoed, read, kept)
         actual, due_at_ms, tag_store_up = await self._decide(poll, versions, read, sources)
@@ -235,7 +243,7 @@ class OrdersStateEngine:
             queried=poll.services,
             served=self.sources,
             available=sources.available,
-            known_services=(k.order.service for k in poll.known),
+            known_services=(known_order.order.service for known_order in poll.known_orders),
         )
         allowances: dict[str, SourceAllowance] = {
             service: answer.allowed_changes for service, answer in sources.available.items()
@@ -252,7 +260,7 @@ class OrdersStateEngine:
             source_lagging=source_lagging(
                 not_listed_yet=sources.not_listed_yet,
                 behind=sources.behind,
-                answered=(s for s, answer in sources.asked.items() if answer),
+                answered=(service for service, answer in sources.asked.items() if answer),
                 current=sources.current,
             ),
         )
@@ -266,14 +274,18 @@ class OrdersStateEngine:
         user_id = poll.user_id
         listed_services = self.listed_services(poll)
         read = await self.tag_cache.read(
-            [k.key for k in poll.known if k.order.service in self.sources],
+            [
+                known_order.key
+                for known_order in poll.known_orders
+                if known_order.order.service in self.sources
+            ],
             [ListKey(service, user_id) for service in listed_services],
             # counted against the order's budget of this user: naming another's order with
             # force spends nothing of its owner's
             force=[
-                ForcedOrder(k.order.service, k.order.orderid, user_id)
-                for k in poll.forced
-                if k.order.service in self.sources
+                ForcedOrder(known_order.order.service, known_order.order.orderid, user_id)
+                for known_order in poll.forced
+                if known_order.order.service in self.sources
             ],
             force_per_minute=self.config.force_per_order_per_minute,
         )
@@ -298,9 +310,13 @@ class OrdersStateEngine:
         before the call; which answers are current, which known orders their sources do not
         list yet or give older than echoed; the current answers kept for later polls."""
         # the list tag read before each source is asked: it serves data at least that new
-        list_tags = {s: e.tag for s, e in read.lists.items()} if read is not None else {}
+        list_tags = (
+            {service: entry.tag for service, entry in read.lists.items()}
+            if read is not None
+            else {}
+        )
         asked, shared = await self.source_calls.ask(
-            [s for s in poll.services if s not in kept], poll, versions, list_tags
+            [service for service in poll.services if service not in kept], poll, versions, list_tags
         )
         answers: dict[str, SourceResponse | None] = {**asked, **kept}
         available = {service: answer for service, answer in answers.items() if answer is not None}
@@ -321,8 +337,12 @@ class OrdersStateEngine:
         # is stale (its echo), and the answer (a kept one, or a fresh one still older) is used
         # for this poll alone
         older = behind(available, echoed)
-        listed = [(s, o) for s, o in listed if OrderKey(s, o.orderid) not in older]
-        current = current_answers(asked, list_tags, not_listed_yet) - {k.service for k in older}
+        listed = [
+            (service, order)
+            for service, order in listed
+            if OrderKey(service, order.orderid) not in older
+        ]
+        current = current_answers(asked, list_tags, not_listed_yet) - {key.service for key in older}
         self.listings.keep(
             poll.user_id,
             read,
@@ -360,12 +380,12 @@ class OrdersStateEngine:
         stored, made_ms = looked if looked is not None else (None, {})
         cache = self.tag_cache.state(stored)
         now_ms = int(time.time() * 1000)
-        known_by_key = {k.key: k for k in poll.known}
+        known_orders_by_key = {known_order.key: known_order for known_order in poll.known_orders}
         decided = [
             self._actual(
                 service,
                 source_order,
-                known_by_key.get(key),
+                known_orders_by_key.get(key),
                 stored.get(key) if stored else None,
                 version=versions[service],
                 cache=cache,
@@ -384,10 +404,10 @@ class OrdersStateEngine:
         """Merge: the actual orders with the known orders that stay stale, in canonical
         order (docs/protocol.md: Orders and their order)."""
         stale: list[AnsweredOrder] = [
-            stale_order(k, self._capabilities(k.order.service))
-            for k in poll.known
+            stale_order(known_order, self._capabilities(known_order.order.service))
+            for known_order in poll.known_orders
             if stays_stale(
-                k.key,
+                known_order.key,
                 available=sources.available,
                 not_listed_yet=sources.not_listed_yet,
                 behind=sources.behind,
@@ -398,13 +418,17 @@ class OrdersStateEngine:
             served = order.service in self.sources
             self.metrics.stale_orders.labels(order.service if served else "unknown").inc()
         return merge_orders(
-            actual, stale, [k.key for k in poll.known], key=lambda o: o.key, placed_by=placed_by
+            actual,
+            stale,
+            [known_order.key for known_order in poll.known_orders],
+            key=lambda order: order.key,
+            placed_by=placed_by,
         )
 
     def interval_ms(self, orders: Sequence[AnsweredOrder], *, degraded: bool) -> int:
         """An answer's interval drawn now: a look's, or one held from a kept look's."""
         interval_ms = polling_interval_ms(
-            [(o.service, o.status) for o in orders],
+            [(order.service, order.status) for order in orders],
             degraded=degraded,
             overload=self.overload(),
             rng=self.rng,

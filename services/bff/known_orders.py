@@ -34,7 +34,7 @@ def parse_known_orders(items: Sequence[dict[str, Any]], limits: Limits) -> list[
             f"known_orders has {len(items)} orders; at most {limits.max_known_orders} are allowed",
             code="too_many_orders",
         )
-    parsed: list[ParsedKnownOrder] = []
+    known_orders: list[ParsedKnownOrder] = []
     seen: set[OrderKey] = set()
     for index, item in enumerate(items):
         where = f"known_orders[{index}]"
@@ -42,7 +42,7 @@ def parse_known_orders(items: Sequence[dict[str, Any]], limits: Limits) -> list[
             order = msgspec.convert(item, KnownOrder)
         except msgspec.ValidationError as exc:
             raise BadRequest(f"{where}: {exc}", code="invalid_request") from exc
-        extras = {k: v for k, v in item.items() if k not in KNOWN_ORDER_FIELDS}
+        extras = {name: value for name, value in item.items() if name not in KNOWN_ORDER_FIELDS}
         wire.check_depth(extras, where)
         if len(extras) > limits.max_extra_fields:
             raise BadRequest(
@@ -54,12 +54,12 @@ def parse_known_orders(items: Sequence[dict[str, Any]], limits: Limits) -> list[
                 f"{where}: extra fields are over {limits.max_extra_bytes} bytes together",
                 code="fields_too_large",
             )
-        one = ParsedKnownOrder(order, extras)
-        if one.key in seen:
+        known_order = ParsedKnownOrder(order, extras)
+        if known_order.key in seen:
             raise BadRequest(f"{where}: order {order.orderid!r} is listed twice")
-        seen.add(one.key)
-        parsed.append(one)
-    return parsed
+        seen.add(known_order.key)
+        known_orders.append(known_order)
+    return known_orders
 
 
 SERVICE_NAME = re.compile(SERVICE_NAME_PATTERN)
@@ -67,7 +67,7 @@ SERVICE_NAME = re.compile(SERVICE_NAME_PATTERN)
 
 @dataclass(frozen=True)
 class ParsedPoll:
-    known: list[ParsedKnownOrder]
+    known_orders: list[ParsedKnownOrder]
     services: list[str]
     # names of supported_services not considered, by why: "malformed" (not a service name),
     # "past_limit" (after the first MAX_SUPPORTED_SERVICES)
@@ -90,16 +90,20 @@ def considered_services(names: Sequence[str] | None) -> tuple[list[str], dict[st
 
 
 def queried_services(
-    supported: Sequence[str] | None, known: Sequence[ParsedKnownOrder]
+    supported: Sequence[str] | None, known_orders: Sequence[ParsedKnownOrder]
 ) -> list[str]:
     """The services in supported_services plus those of known_orders, first seen first."""
     # a dict keeps the first-seen order and makes each name one lookup: linear in the list
-    return list(dict.fromkeys([*(supported or ()), *(k.order.service for k in known)]))
+    return list(
+        dict.fromkeys(
+            [*(supported or ()), *(known_order.order.service for known_order in known_orders)]
+        )
+    )
 
 
 def parse_poll(
     limits: Limits,
-    known_orders: Sequence[dict[str, Any]],
+    items: Sequence[dict[str, Any]],
     supported: Sequence[str] | None,
     *,
     only_supported: bool = False,
@@ -108,9 +112,13 @@ def parse_poll(
     `supported` (the well-formed among its first names) and of the known orders; with
     `only_supported` (launch) just `supported`, and known orders of other services are
     ignored."""
-    known = parse_known_orders(known_orders, limits)
+    known_orders = parse_known_orders(items, limits)
     names, ignored = considered_services(supported)
     if only_supported:
         services = queried_services(names, [])
-        return ParsedPoll([k for k in known if k.order.service in services], services, ignored)
-    return ParsedPoll(known, queried_services(names, known), ignored)
+        return ParsedPoll(
+            [known_order for known_order in known_orders if known_order.order.service in services],
+            services,
+            ignored,
+        )
+    return ParsedPoll(known_orders, queried_services(names, known_orders), ignored)

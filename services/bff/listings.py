@@ -47,24 +47,26 @@ def lagging_orders(
     if read is None:
         return set()
     return {
-        k.key
-        for k in poll.known
-        if k.order.service in available
-        and k.key not in listed
-        and read.owners.get(k.key) == poll.user_id
-        and within_created_grace(read.created_ms.get(k.key), now_ms=now_ms, grace_ms=grace_ms)
+        known_order.key
+        for known_order in poll.known_orders
+        if known_order.order.service in available
+        and known_order.key not in listed
+        and read.owners.get(known_order.key) == poll.user_id
+        and within_created_grace(
+            read.created_ms.get(known_order.key), now_ms=now_ms, grace_ms=grace_ms
+        )
     }
 
 
 def current_answers(
     asked: Mapping[str, SourceResponse | None],
     list_tags: Mapping[str, str],
-    lagging: Collection[OrderKey],
+    not_listed_yet: Collection[OrderKey],
 ) -> set[str]:
     """The services whose just-asked answer shows data at least as new as the list tag read
-    before the call, and omits no just-created order (`lagging`): only such an answer is kept
+    before the call, and omits no just-created order (`not_listed_yet`): only such an answer is kept
     and has its orders' missing tags made."""
-    omitting = {key.service for key in lagging}
+    omitting = {key.service for key in not_listed_yet}
     return {
         service
         for service, answer in asked.items()
@@ -123,7 +125,12 @@ class Listings:
         expire, in the store, after KEPT_AGE_SPREAD_FROM × list_max_age."""
         lists = read.lists if read is not None else {}
         return min(
-            (e.kept.at_ms for s in kept if (e := lists.get(s)) is not None and e.kept), default=None
+            (
+                entry.kept.at_ms
+                for service in kept
+                if (entry := lists.get(service)) is not None and entry.kept
+            ),
+            default=None,
         )
 
     def keep(

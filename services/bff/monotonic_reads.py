@@ -13,13 +13,13 @@ from shared.upstream_wire import SourceResponse
 from shared.wire import OrderKey
 
 
-def echoed_versions(known: Sequence[ParsedKnownOrder]) -> dict[OrderKey, int]:
+def echoed_versions(known_orders: Sequence[ParsedKnownOrder]) -> dict[OrderKey, int]:
     """The well-formed versions the client echoed, by order (its extra field `version`)."""
     echoed: dict[OrderKey, int] = {}
-    for k in known:
-        version = echoed_version(k.extras.get("version"))
+    for known_order in known_orders:
+        version = echoed_version(known_order.extras.get("version"))
         if version is not None:
-            echoed[k.key] = version
+            echoed[known_order.key] = version
     return echoed
 
 

@@ -27,7 +27,7 @@ class Poll:
     how long it may be held for news (0: answered at once)."""
 
     caller: Caller
-    known: Sequence[ParsedKnownOrder]
+    known_orders: Sequence[ParsedKnownOrder]
     services: Sequence[str]
     stated_versions: Mapping[str, str] = field(default_factory=dict)
     wait_ms: int = 0
@@ -39,4 +39,4 @@ class Poll:
     @property
     def forced(self) -> list[ParsedKnownOrder]:
         """The known orders the client asks to refetch now (force: counted per order)."""
-        return [k for k in self.known if k.order.force]
+        return [known_order for known_order in self.known_orders if known_order.order.force]

@@ -19,7 +19,7 @@ from shared.upstream_wire import SourceKnownOrder, SourceResponse
 
 
 def known_by_source(
-    known: Sequence[ParsedKnownOrder],
+    known_orders: Sequence[ParsedKnownOrder],
     served: Sequence[str],
     versions: Mapping[str, str],
     now_ms: int,
@@ -27,11 +27,13 @@ def known_by_source(
     """The client's known orders of each served service as its source is told of them: with
     the content tags the client holds, never the server's tags."""
     told: dict[str, list[SourceKnownOrder]] = {service: [] for service in served}
-    for k in known:
-        orders = told.get(k.order.service)
+    for known_order in known_orders:
+        orders = told.get(known_order.order.service)
         if orders is not None:
-            contents = known_content_tags(k.order.tags, versions[k.order.service], now_ms)
-            orders.append(SourceKnownOrder(k.order.orderid, contents))
+            content_tags = known_content_tags(
+                known_order.order.tags, versions[known_order.order.service], now_ms
+            )
+            orders.append(SourceKnownOrder(known_order.order.orderid, content_tags))
     return told
 
 
@@ -47,26 +49,26 @@ class SourceCalls:
         services: Sequence[str],
         poll: Poll,
         versions: Mapping[str, str],
-        at_least: Mapping[str, str],
+        list_tags: Mapping[str, str],
     ) -> tuple[dict[str, SourceResponse | None], set[str]]:
-        """Each served service's source, told the list tag read before the call (`at_least`);
+        """Each served service's source, told the list tag read before the call (`list_tags`);
         a service the server does not serve is unavailable for this request (None), like a
         source that failed. Also the services whose answer this poll shared with another's
         call (that poll keeps it)."""
         served = [service for service in services if service in self.sources]
-        told = known_by_source(poll.known, served, versions, int(time.time() * 1000))
+        told = known_by_source(poll.known_orders, served, versions, int(time.time() * 1000))
         caller = poll.caller
 
         async def ask(service: str) -> tuple[SourceResponse | None, bool]:
-            source, tag = self.sources[service], at_least.get(service)
-            if tag is None:
+            source, list_tag = self.sources[service], list_tags.get(service)
+            if list_tag is None:
                 return await source.list_active(caller, told[service]), False
             # however many polls of the user find its kept answer missing or expired at
             # once (devices, tabs, the polls a bump wakes), the source is asked once: those
             # that read the same list tag share the answer
             return await self._asking.run(
-                (service, caller.user_id, tag),
-                lambda: source.list_active(caller, told[service], tag),
+                (service, caller.user_id, list_tag),
+                lambda: source.list_active(caller, told[service], list_tag),
             )
 
         results = await asyncio.gather(*(ask(service) for service in served))

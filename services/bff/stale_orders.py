@@ -12,23 +12,23 @@ from shared.protocol.monotonic import echoed_version
 from shared.protocol.ordering import CanonicalKey, canonical_key, created_instant
 
 
-def stale_order(known: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:
+def stale_order(known_order: ParsedKnownOrder, capabilities: Sequence[str]) -> StaleOrder:
     """Only what the client itself sent: a stale answer never reveals anything new. Nothing
     may be changed on data the server cannot see."""
-    echoed = known.extras.get("created_at")
+    echoed = known_order.extras.get("created_at")
     placing = isinstance(echoed, str) and created_instant(echoed) is not None
-    echo = without_answer_fields(known.extras)
+    echo = without_answer_fields(known_order.extras)
     if echoed is not None and not placing:
         # not one that places the order, but the client's own field: echoed like the rest
         echo["created_at"] = echoed
-    version = echoed_version(known.extras.get("version"))
-    if version is None and "version" in known.extras:
-        echo["version"] = known.extras["version"]  # the same: no version, the client's field
+    version = echoed_version(known_order.extras.get("version"))
+    if version is None and "version" in known_order.extras:
+        echo["version"] = known_order.extras["version"]  # the same: no version, the client's field
     return StaleOrder(
-        orderid=known.order.orderid,
-        service=known.order.service,
-        status=known.order.status,
-        tags=dict(known.order.tags),
+        orderid=known_order.order.orderid,
+        service=known_order.order.service,
+        status=known_order.order.status,
+        tags=dict(known_order.order.tags),
         need_request=[],
         change_capabilities=unavailable_capabilities(capabilities),
         created_at=echoed if placing and isinstance(echoed, str) else None,

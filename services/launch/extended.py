@@ -44,7 +44,7 @@ async def with_required_parts(
         for service, version in versions.items()
     }
     wanted = parts_to_inline(orders, required)
-    client_tags = {k.key: k.order.tags for k in poll.known}
+    client_tags = {known_order.key: known_order.order.tags for known_order in poll.known_orders}
 
     def requested(service: str, part: str, orderid: str) -> RequestedOrder:
         return RequestedOrder(orderid, client_tags.get(OrderKey(service, orderid), {}).get(part))

@@ -30,7 +30,7 @@ async def launch(request: web.Request) -> web.Response:
     )
     request.app[ENGINE].metrics.ignored_names(parsed.ignored)
     poll = Poll(
-        request_caller(request, user_id), parsed.known, parsed.services, body.policy_versions
+        request_caller(request, user_id), parsed.known_orders, parsed.services, body.policy_versions
     )
     with request.app[ADMISSION].admit():
         # the policy handed out: the version the client was told, where served as current or

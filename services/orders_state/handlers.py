@@ -36,7 +36,7 @@ async def orders_state(request: web.Request) -> web.Response:
     request.app[ENGINE].metrics.ignored_names(parsed.ignored)
     poll = Poll(
         request_caller(request, user_id),
-        parsed.known,
+        parsed.known_orders,
         parsed.services,
         body.policy_versions,
         body.wait_ms,

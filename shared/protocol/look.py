@@ -41,7 +41,7 @@ class EngineConfig:
 
 
 def stays_stale(
-    order: OrderKey,
+    key: OrderKey,
     *,
     available: Collection[str],
     not_listed_yet: Collection[OrderKey],
@@ -51,7 +51,7 @@ def stays_stale(
     (Polling orders), when its source does not list it yet within the created grace (A
     just-created order the source does not list yet), or when its source gives it at an older
     version than the client echoed (an order never goes backwards)."""
-    return order.service not in available or order in not_listed_yet or order in behind
+    return key.service not in available or key in not_listed_yet or key in behind
 
 
 def answers_to_keep(
@@ -79,7 +79,7 @@ def tags_made_for(listed: Iterable[OrderKey], current: Collection[str]) -> set[O
     """The listed orders whose missing tags are made (List tags): those a current answer lists.
     A kept answer may list an order that has finished since (its tags deleted, its list bump
     not read yet), and tags made for it again would also open its created grace."""
-    return {order for order in listed if order.service in current}
+    return {key for key in listed if key.service in current}
 
 
 def look_degraded(
@@ -97,8 +97,8 @@ def look_degraded(
     does not serve has no source to protect: it degrades nothing."""
     return (
         not tag_store_up
-        or any(s in served and s not in available for s in queried)
-        or any(s not in served for s in known_services)
+        or any(service in served and service not in available for service in queried)
+        or any(service not in served for service in known_services)
     )
 
 
@@ -113,4 +113,4 @@ def source_lagging(
     just-created known order yet, gives an order older than its client echoed, or answered
     with data older than the list tag read before asking. The bump that would wake a waiting
     poll has rung already, or none is coming (versions are not in list tags)."""
-    return bool(not_listed_yet or behind) or any(s not in current for s in answered)
+    return bool(not_listed_yet or behind) or any(service not in current for service in answered)

@@ -198,7 +198,7 @@ class PartsDecision:
 def decide_parts(
     rules_by_priority: Sequence[PartRule],
     policy_version: str,
-    client_tags: Mapping[str, str],
+    tags: Mapping[str, str],
     stored_tags: Mapping[str, str] | None,
     *,
     force: bool,
@@ -213,17 +213,17 @@ def decide_parts(
     valid: dict[str, str] = {}
     due: list[int] = []
     for rule in rules_by_priority:
-        raw = client_tags.get(rule.part_name)
-        decoded = valid_tag(raw, policy_version, now_ms)
-        if decoded is not None and raw is not None:
-            valid[rule.part_name] = raw
+        tag = tags.get(rule.part_name)
+        client_tag = valid_tag(tag, policy_version, now_ms)
+        if client_tag is not None and tag is not None:
+            valid[rule.part_name] = tag
         if not rule.tag_defined:
             continue
-        stored = stored_tags.get(rule.part_name) if stored_tags else None
+        stored_content = stored_tags.get(rule.part_name) if stored_tags else None
         needed_from = part_needed_from_ms(
             rule,
-            decoded,
-            stored,
+            client_tag,
+            stored_content,
             force=force,
             cache=cache,
             timings=timings,

@@ -30,13 +30,13 @@ def version_of_client(
         return stated
     found: str | None = None
     for tags in client_tags:
-        for raw in tags.values():
-            decoded = decode_tag(raw)
-            if decoded is None or decoded.policy_version not in stages:
+        for tag in tags.values():
+            client_tag = decode_tag(tag)
+            if client_tag is None or client_tag.policy_version not in stages:
                 continue
-            if decoded.policy_version == current:
+            if client_tag.policy_version == current:
                 return current
-            found = found or decoded.policy_version
+            found = found or client_tag.policy_version
     return found or current
 
 

@@ -69,11 +69,11 @@ def new_content_tags(count: int) -> list[str]:
     ]
 
 
-def created_at_ms(content: str | None) -> int | None:
+def created_at_ms(content_tag: str | None) -> int | None:
     """When a content tag made for a part that had none was made; None for any other."""
-    if content is None:
+    if content_tag is None:
         return None
-    match = _CREATED.match(content)
+    match = _CREATED.match(content_tag)
     return int(match.group(1), 16) if match else None
 
 
@@ -139,15 +139,15 @@ def valid_tag(tag: str | None, policy_version: str, now_ms: int) -> ClientTag | 
     future; None for a missing or invalid one."""
     if tag is None:
         return None
-    decoded = decode_tag(tag)
-    if decoded is None or decoded.policy_version != policy_version:
+    client_tag = decode_tag(tag)
+    if client_tag is None or client_tag.policy_version != policy_version:
         return None
-    if decoded.issued_ms > now_ms + MAX_CLOCK_SKEW_MS:
+    if client_tag.issued_ms > now_ms + MAX_CLOCK_SKEW_MS:
         return None
-    return decoded
+    return client_tag
 
 
-def upstream_content_tags(client_tag: str | None, policy_version: str, now_ms: int) -> str | None:
+def upstream_content_tags(tag: str | None, policy_version: str, now_ms: int) -> str | None:
     """What an upstream gets of the client's tag for a part: the content tag it holds (for
     taxi, the order_proc version such as `v17`), never the server's envelope (policy version,
     issue time). Upstream logic such as order_proc's version works on it.
@@ -155,25 +155,23 @@ def upstream_content_tags(client_tag: str | None, policy_version: str, now_ms: i
     None when the client holds no content tag the upstream could know: no tag, an invalid
     one, one issued while the tag cache was down, or one whose content order_tags could never
     have stored (made up)."""
-    decoded = valid_tag(client_tag, policy_version, now_ms)
-    if decoded is None or decoded.content is None:
+    client_tag = valid_tag(tag, policy_version, now_ms)
+    if client_tag is None or client_tag.content is None:
         return None
-    if not _CONTENT_TAG.match(decoded.content):
+    if not _CONTENT_TAG.match(client_tag.content):
         return None  # a made-up tag: order_tags never stored such a content
-    return decoded.content
+    return client_tag.content
 
 
-def known_content_tags(
-    client_tags: Mapping[str, str], policy_version: str, now_ms: int
-) -> dict[str, str]:
+def known_content_tags(tags: Mapping[str, str], policy_version: str, now_ms: int) -> dict[str, str]:
     """The content tags a client holds for an order's parts, by part, as an order source
     gets them: each valid tag of the version the client is answered by that carries one."""
-    contents: dict[str, str] = {}
-    for part, tag in client_tags.items():
-        content = upstream_content_tags(tag, policy_version, now_ms)
-        if content is not None:
-            contents[part] = content
-    return contents
+    content_tags: dict[str, str] = {}
+    for part, tag in tags.items():
+        content_tag = upstream_content_tags(tag, policy_version, now_ms)
+        if content_tag is not None:
+            content_tags[part] = content_tag
+    return content_tags
 
 
 def refetch_phase(service: str, orderid: str) -> float:

@@ -28,13 +28,13 @@ def cache_key(poll: Poll) -> Hashable | None:
         poll.caller.headers.get("Accept-Language"),
         tuple(
             (
-                k.key,
-                k.order.status,
+                known_order.key,
+                known_order.order.status,
                 # the look's answer is checked against the echo (monotonic reads)
-                echoed_version(k.extras.get("version")),
-                tuple(sorted(k.order.tags.items())),
+                echoed_version(known_order.extras.get("version")),
+                tuple(sorted(known_order.order.tags.items())),
             )
-            for k in poll.known
+            for known_order in poll.known_orders
         ),
         tuple(poll.services),
         tuple(sorted(poll.stated_versions.items())),

@@ -99,7 +99,9 @@ class _Wait:
     ) -> None:
         self.polls = polls
         self.poll = poll
-        self.known_statuses = {k.key: k.order.status for k in poll.known}
+        self.known_statuses = {
+            known_order.key: known_order.order.status for known_order in poll.known_orders
+        }
         self.ends_at = ends_at
         self.looks = 0
 
@@ -235,7 +237,10 @@ class WaitingPolls:
     async def _listen_then_look(self, wait: _Wait, wakeups: Wakeups) -> WaitedAnswer:
         """Listen before the first look, so that a write from then on rings; then look (or
         take the client's kept look) and hold the poll while it has no news."""
-        order_channels = [tags_channel(k.order.service, k.order.orderid) for k in wait.poll.known]
+        order_channels = [
+            tags_channel(known_order.order.service, known_order.order.orderid)
+            for known_order in wait.poll.known_orders
+        ]
         list_channels = self._list_channels(wait.poll)
         # a kept look stands while nothing is heard on any of them (the watch cache)
         channels = [*list_channels, *order_channels]
