@@ -152,6 +152,14 @@ async def measure(
                 continue
             h2 = await replay(gateway, sample, http2=True, more=more)
             h1 = await replay(gateway, sample, http2=False, more=more)
+            answered = set(h2.statuses) | set(h1.statuses)
+            if answered != {recorded.status}:
+                print(
+                    f"  {phase} {key}: replays answered {sorted(h2.statuses + h1.statuses)}, "
+                    "not counted",
+                    file=sys.stderr,
+                )
+                continue
             measured.append(
                 Measured(
                     phase,

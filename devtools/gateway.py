@@ -274,7 +274,9 @@ def nginx_config(
         f"error_log {prefix / 'error.log'} warn;\n"
         "events { worker_connections 512; }\n"
         "http {\n"
-        "  access_log off;\n"
+        # each answer's status, by the listener's port: what a replay was answered
+        "  log_format status '$server_port $status';\n"
+        f"  access_log {prefix / 'access.log'} status;\n"
         f"{temp}\n"
         # a gateway says its own name, not its version
         "  server_tokens off;\n"
@@ -296,9 +298,17 @@ class Gateway:
     h2: CountingProxy
     h1: CountingProxy
     config: str
+    access_log: Path
+    _seen: int = field(default=0, init=False)
 
     def proxy(self, http2: bool) -> CountingProxy:
         return self.h2 if http2 else self.h1
+
+    def statuses(self) -> list[int]:
+        """The statuses nginx answered since the last call (either listener)."""
+        lines = self.access_log.read_text().splitlines() if self.access_log.exists() else []
+        seen, self._seen = self._seen, len(lines)
+        return [int(line.split()[1]) for line in lines[seen:]]
 
 
 async def _wait_for_port(port: int, process: asyncio.subprocess.Process, timeout_s: float) -> None:
@@ -356,7 +366,7 @@ async def running_gateway(routes: Mapping[str, str]) -> AsyncIterator[Gateway]:
                 raise RuntimeError(f"{exc}: {said.decode()}{log}\n{config}") from None
             await h2.start()
             await h1.start()
-            yield Gateway(h2, h1, config)
+            yield Gateway(h2, h1, config, prefix / "access.log")
         finally:
             await h2.close()
             await h1.close()
@@ -390,6 +400,8 @@ class Replayed:
     first: ExchangeBytes
     first_up: bytes
     first_down: bytes
+    # every status nginx answered the replays with
+    statuses: tuple[int, ...]
 
 
 H2LOAD_DONE = re.compile(rb"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded")
@@ -430,6 +442,7 @@ async def h2load(
 async def replay(gateway: Gateway, recorded: Recorded, *, http2: bool, more: int) -> Replayed:
     """The recorded exchange's marginal cost through one listener: one connection carrying
     it once, another carrying it 1 + `more` times."""
+    gateway.statuses()
     once = await h2load(gateway, recorded, 1, http2=http2)
     many = await h2load(gateway, recorded, 1 + more, http2=http2)
     return Replayed(
@@ -437,6 +450,7 @@ async def replay(gateway: Gateway, recorded: Recorded, *, http2: bool, more: int
         first=ExchangeBytes(once.up, once.down),
         first_up=once.first_up[0] if once.first_up else b"",
         first_down=once.first_down[0] if once.first_down else b"",
+        statuses=tuple(gateway.statuses()),
     )
 
 

@@ -78,6 +78,9 @@ async def test_h2_and_http11_through_nginx_count_both_ways_with_headers(stack: S
         totw = samples["/3.0/taxiontheway 200"]
         totw_h1 = await replay(gateway, totw, http2=False, more=1)
 
+    # every replay was answered as the client was
+    assert set(h2.statuses) == set(h1.statuses) == {204}
+    assert set(totw_h1.statuses) == {200}
     # the h2 listener spoke HTTP/2 (h2c with prior knowledge), the other HTTP/1.1
     assert negotiated_h2(h2), (h2.first_up, h2.first_down)
     assert not negotiated_h2(h1)
