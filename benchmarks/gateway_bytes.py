@@ -18,10 +18,12 @@ that estimate alone.
 A replayed poll is sent as the client sent it, but for two things, both the same length:
 a waiting poll's `wait_ms` is --replay-wait-ms (a timeout is replayed without its whole wait),
 and a poll answered 204 whose `answer_tag` the driver's last changes made stale gets the
-current one (so that it is answered 204 again).
+current one (so that it is answered 204 again). Each replay's status is checked against the
+client's (nginx's access log); with --gzip-requests every request body is sent gzipped where
+that makes it smaller, whatever the client sent (the services accept it).
 
     python benchmarks/gateway_bytes.py [--clients 30] [--duration 60] [--warmup 15]
-        [--more 3] [--replay-wait-ms 1000] [--out gateway-bytes.json]
+        [--more 3] [--replay-wait-ms 1000] [--gzip-requests] [--out gateway-bytes.json]
 """
 
 from __future__ import annotations
@@ -116,10 +118,16 @@ async def mix_and_samples(
 
 
 async def ready_to_replay(
-    session: aiohttp.ClientSession, phase: str, recorded: Recorded, replay_wait_ms: int
+    session: aiohttp.ClientSession,
+    phase: str,
+    recorded: Recorded,
+    replay_wait_ms: int,
+    gzip_requests: bool,
 ) -> Recorded | None:
     """The recorded exchange as it is replayed, answered as it was; None if it is not."""
     sample = recorded.with_wait_ms(replay_wait_ms) if phase == "mlutp_wait" else recorded
+    if gzip_requests:
+        sample = sample.gzipped_if_smaller()
     status, payload = await direct_status(session, sample)
     if status == 200 and recorded.status == 204 and recorded.path == POLL:
         # the driver changed the user's orders after this poll: the current answer's tag
@@ -136,6 +144,7 @@ async def measure(
     recorder: ExchangeRecorder,
     more: int,
     replay_wait_ms: int,
+    gzip_requests: bool,
 ) -> list[Measured]:
     measured: list[Measured] = []
     for phase in PHASES:
@@ -146,7 +155,7 @@ async def measure(
             if recorded is None:
                 print(f"  {phase} {key}: no exchange recorded, not replayed", file=sys.stderr)
                 continue
-            sample = await ready_to_replay(session, phase, recorded, replay_wait_ms)
+            sample = await ready_to_replay(session, phase, recorded, replay_wait_ms, gzip_requests)
             if sample is None:
                 print(f"  {phase} {key}: answered otherwise now, not replayed", file=sys.stderr)
                 continue
@@ -191,9 +200,16 @@ def estimate_table(phases: dict[str, PhaseResult]) -> list[str]:
     return lines
 
 
-def report(measured: list[Measured], phases: dict[str, PhaseResult]) -> list[str]:
+def report(
+    measured: list[Measured], phases: dict[str, PhaseResult], gzip_requests: bool
+) -> list[str]:
+    bodies = (
+        "request bodies gzipped where smaller (--gzip-requests)"
+        if gzip_requests
+        else "request bodies as the clients sent them"
+    )
     lines = [
-        "Per exchange on an open connection, TCP payload up / down (bytes):",
+        f"Per exchange on an open connection, TCP payload up / down (bytes; {bodies}):",
         "",
         "| exchange | h2 + gzip | HTTP/1.1 + gzip | per client-min |",
         "|---|---:|---:|---:|",
@@ -251,9 +267,9 @@ async def main(args: argparse.Namespace) -> int:
     try:
         if missing:
             print(
-                f"\nno gateway measured: {' and '.join(missing)} not installed (Debian's "
-                f"packages; .ci/run installs them). The load test's HTTP/1.1 estimate "
-                "(client.wire_bytes), per client-minute, both ways:\n"
+                f"\nno gateway measured: Debian's {' and '.join(missing)} not installed "
+                "(.ci/run installs it). The load test's HTTP/1.1 estimate instead "
+                "(client.wire_bytes: a model of the gateway), per client-minute, both ways:\n"
             )
             print("\n".join(estimate_table(phases)))
         else:
@@ -268,10 +284,16 @@ async def main(args: argparse.Namespace) -> int:
             }
             async with running_gateway(routes) as gateway:
                 measured = await measure(
-                    gateway, session, phases, recorder, args.more, args.replay_wait_ms
+                    gateway,
+                    session,
+                    phases,
+                    recorder,
+                    args.more,
+                    args.replay_wait_ms,
+                    args.gzip_requests,
                 )
             print()
-            print("\n".join(report(measured, phases)))
+            print("\n".join(report(measured, phases, args.gzip_requests)))
     finally:
         await session.close()
         await stack.close()
@@ -280,6 +302,7 @@ async def main(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "missing": missing,
+                    "gzip_requests": args.gzip_requests,
                     "exchanges": [asdict(m) for m in measured],
                     "mix": {p: phases[p].exchanges_per_client_minute for p in PHASES},
                     "estimate": {
@@ -306,6 +329,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=1000,
         help="a waiting poll's wait when replayed (at most as many digits as the client's)",
+    )
+    parser.add_argument(
+        "--gzip-requests",
+        action="store_true",
+        help="replay every request body gzipped (Content-Encoding: gzip) where that makes it "
+        "smaller, whatever the client sent",
     )
     parser.add_argument("--out", type=Path, default=None, help="the figures as JSON")
     return parser.parse_args(argv)

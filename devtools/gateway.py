@@ -94,6 +94,17 @@ class Recorded:
         body = gzip.compress(plain, compresslevel=GZIP_LEVEL, mtime=0) if self.gzipped else plain
         return Recorded(self.method, self.url, self.headers, body, self.status)
 
+    def gzipped_if_smaller(self) -> Recorded:
+        """The request with its body gzipped (and `Content-Encoding: gzip`) where that makes it
+        smaller, as an app that gzips its request bodies would send it."""
+        if self.gzipped or not self.body:
+            return self
+        body = gzip.compress(self.body, compresslevel=GZIP_LEVEL, mtime=0)
+        if len(body) + len("content-encoding: gzip\r\n") >= len(self.body):
+            return self
+        headers = [*self.headers, ("Content-Encoding", "gzip")]
+        return Recorded(self.method, self.url, headers, body, self.status)
+
     def with_wait_ms(self, wait_ms: int) -> Recorded:
         """The same request with another `wait_ms`, padded with spaces to the same length (a
         timeout replayed without waiting the client's whole wait, at the client's bytes)."""
