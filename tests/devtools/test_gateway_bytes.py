@@ -27,8 +27,8 @@ HEADERS = {UID: USER, "User-Agent": "ru.yandex.taxi/5.0 (iPhone; iOS 17.4)"}
 
 needs_gateway = pytest.mark.skipif(
     bool(missing_tools()),
-    reason=f"{' and '.join(missing_tools())} not installed (Debian's packages; .ci/run "
-    "installs them): no gateway to measure through",
+    reason=f"Debian's {' and '.join(missing_tools())} not installed (.ci/run installs it): "
+    "no gateway to measure through",
 )
 
 
