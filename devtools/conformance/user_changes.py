@@ -60,7 +60,7 @@ def _forced(exchange: Exchange, orderid: str) -> bool:
 
 
 async def last_write_wins_deadline(kit: Kit) -> list[str]:
-    """A tip (last-write-wins) that no part shows (the parts' upstream fails): past the
+    """A tip (last-write-wins) that no part shows (its part's upstream fails): past the
     client's deadline it is sent once more with the same idempotency key; past the second
     deadline the lock is released and `force` stops."""
     orderid = await kit.create_order(status="driving")
@@ -74,7 +74,8 @@ async def last_write_wins_deadline(kit: Kit) -> list[str]:
             e for e in ex if e.kind == "feature" and e.path.endswith("/tips") and e.at > started
         ]
 
-    await kit.fault("totw", "error500")
+    # the tip's part (rarely_changed) cannot be fetched: its own upstream fails
+    await kit.fault("part:order_settings", "error500")
     try:
         await kit.client.change("taxi", orderid, "tips", 50)
         await kit.until(
@@ -88,7 +89,7 @@ async def last_write_wins_deadline(kit: Kit) -> list[str]:
             patience_s,
         )
     finally:
-        await kit.fault("totw", "ok")
+        await kit.fault("part:order_settings", "ok")
     sent = tips(kit.exchanges())
     problems = []
     if len(sent) != 2:
