@@ -32,7 +32,7 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     # the work the upstreams did (emulator/work.py), as the stats endpoint counts it
     work = Counter(
         "mlutp_emulator_upstream_work",
-        "Work units the emulated upstreams spent building their answers (docs/emulator.md: "
+        "Work units the emulated upstreams spent building their answers (docs/development.md: "
         "Upstream work), by upstream endpoint",
         ["upstream"],
         registry=app[METRICS].registry,

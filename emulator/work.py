@@ -3,7 +3,7 @@ has a price in work units, and an answer costs the sum of its fields' prices. A 
 longer the unit of upstream cost once each taxi part comes from its own service: a call of
 the chat service builds two fields, a legacy totw call every field of the order.
 
-The table (docs/emulator.md: Upstream work) prices a field by what building it takes:
+The table (docs/development.md: Upstream work) prices a field by what building it takes:
 1 a value read from the order record, 2 one formatted or localized from it, 5 one that asks
 another system (pricing, the performer, routing, geocoding, payments, experiments, chat),
 10 the performer info service's slow answer. A field of the same name costs the same in

@@ -1,4 +1,4 @@
-"""The taxi part services and the work the upstreams do (docs/emulator.md: Upstream work):
+"""The taxi part services and the work the upstreams do (docs/development.md: Upstream work):
 each service answers its own fields, legacy totw is assembled from the same services and
 costs the sum of its fields, and the work is counted per upstream and per user, on the stats
 endpoint and /metrics."""
