@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")
+
+
 # the upstreams whose work (emulator/work.py: every field of an order's data they built) is
 # compared with legacy's: part upstreams, totw and the details; not the order sources,
 # compared with their own steady rate
