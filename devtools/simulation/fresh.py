@@ -182,7 +182,8 @@ class FreshChecks(CheckerBase):
         for change in self.world.status_changes:
             order = self.world.orders[change.key]
             service = change.key.service
-            upstream = "totw" if service == "taxi" else f"{service}_full"
+            # the part a status change is seen by: fast_info's own upstream, for taxi
+            upstream = "order_core" if service == "taxi" else f"{service}_full"
             channels = (
                 tags_channel(service, change.key.orderid),
                 list_channel(service, change.user_id),
