@@ -25,10 +25,10 @@ Then, side by side, the CPU, Redis commands and bytes of one active order for a 
 each scheme, at the rates `mlutp loadtest` measured (RATES, docs/capacity.md): the ratio is
 the comparison; the absolute figures are this machine's. Last, the model of docs/capacity.md
 (`--orders` active orders with an app each, `--idle-apps` more apps open with no order): the
-requests, order source calls and heavy upstream calls a second, and the cores they take at
-this run's costs. An app with no order re-asks each source when its kept answer has passed
-its own limit (0.75 to 1 of `list_max_age`) at its next poll: how often that is, is drawn
-(`reask_period_s`), not measured.
+requests, order source calls, heavy upstream calls and upstream work a second, and the cores
+they take at this run's costs. An app with no order re-asks each source when its kept answer
+has passed its own limit (0.75 to 1 of `list_max_age`) at its next poll: how often that is,
+is drawn (`reask_period_s`), not measured.
 
     python benchmarks/capacity.py [--users 1000] [--requests 3000] [--concurrency 20] [--waits 20]
                                   [--orders 1000000] [--idle-apps 2000000] [--log-level INFO]
@@ -89,6 +89,12 @@ RATES = {
 }
 # heavy upstream calls (totw, eats and grocery details) per active order-minute, the same runs
 HEAVY_CALLS = {"legacy": 8.87, "mlutp": 1.27, "mlutp_wait": 1.19}
+# upstream work (emulator/work.py: the priced fields the part upstreams, totw and the details
+# built) per active order-minute, beside the calls: once each taxi part comes from its own
+# service a call is no unit of cost. From `mlutp loadtest --clients 100 --duration 60 --warmup
+# 30 --start-spread 20`, 2026-11-28, at the part services' commit (a short run on a shared
+# machine; docs/loadtest-results.md: Upstream work)
+UPSTREAM_WORK = {"legacy": 833.0, "mlutp": 51.0, "mlutp_wait": 65.0}
 # an app with no active order polls every 30 s ±10 % (the protocol's interval with no orders,
 # its jitter); waiting, its poll is held 25 s (wait_ms) plus up to 1/16 of it, and it polls
 # again at once
@@ -391,13 +397,15 @@ def model(
     )
     print(
         f"{'scheme':<12}{'polls':>10}{'idle polls':>12}{'re-asks':>10}{'idle re-asks':>14}"
-        f"{'parts':>9}{'heavy':>9}{'source calls':>14}{'of idle apps':>14}{'idle every':>12}"
+        f"{'parts':>9}{'heavy':>9}{'work':>12}{'source calls':>14}{'of idle apps':>14}"
+        f"{'idle every':>12}"
         f"{'orders_state':>14}{'order_tags':>12}{'redis':>7}"
     )
     legacy_rate = orders * RATES["legacy"]["legacy"] / 60
     print(
         f"{'legacy':<12}{legacy_rate:>10,.0f}{'':>12}{'':>10}{'':>14}{'':>9}"
-        f"{orders * HEAVY_CALLS['legacy'] / 60:>9,.0f}{'':>14}{'':>14}{'':>12}"
+        f"{orders * HEAVY_CALLS['legacy'] / 60:>9,.0f}"
+        f"{orders * UPSTREAM_WORK['legacy'] / 60:>12,.0f}{'':>14}{'':>14}{'':>12}"
         f"{legacy_rate * extra('legacy', lambda c: c.cpu_s['orders_state']):>14.1f}"
     )
     for scheme in ("mlutp", "mlutp_wait"):
@@ -420,11 +428,15 @@ def model(
         ]
         print(
             f"{scheme:<12}{polls:>10,.0f}{idle_polls:>12,.0f}{reasks:>10,.0f}{idle_reasks:>14,.0f}"
-            f"{parts:>9,.0f}{orders * HEAVY_CALLS[scheme] / 60:>9,.0f}{sources:>14,.0f}"
+            f"{parts:>9,.0f}{orders * HEAVY_CALLS[scheme] / 60:>9,.0f}"
+            f"{orders * UPSTREAM_WORK[scheme] / 60:>12,.0f}{sources:>14,.0f}"
             f"{3 * idle_reasks:>14,.0f}{period_s:>10.0f} s"
             f"{cores[0]:>14.1f}{cores[1]:>12.1f}{cores[2]:>7.1f}"
         )
-    print("(cores at this machine's CPU per request; polls and re-asks of the three sources)")
+    print(
+        "(cores at this machine's CPU per request; polls and re-asks of the three sources; "
+        "work in the emulator's units, docs/development.md: Upstream work)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Benchmark: what routing by user saves a fleet while the tag store is down (issue 47).
 
 N replicas of orders_state behind the shipped balancer (deploy/haproxy/haproxy.cfg, run by a
-real haproxy), the tag store's Redis stopped, and one user fetching the three changing taxi
-parts of an order at once: a round per order, each a fresh order (so each round is one
-degraded-memo window, 10 s, of its own). Prints the totw calls per round, side by side:
+real haproxy), the tag store's Redis stopped (the shared part cache with it), and one user's
+three devices fetching the order core's part (`fast_info`) of an order at once: a round per
+order, each a fresh order (so each round is one degraded-memo window, 10 s, of its own).
+Prints the order core's calls per round, side by side:
 
 - routed: the shipped config (by X-Yandex-UID, consistent hashing, bounded at 300 %) on a
   fleet in service: other users' requests held in flight on every replica, as a fleet has;
@@ -12,7 +13,7 @@ degraded-memo window, 10 s, of its own). Prints the totw calls per round, side b
   elsewhere) keeps a user's parts together on 3 replicas;
 - sprayed: the same config with `balance roundrobin` instead.
 
-One process answers the three parts with one call (coalesced; then the memo): that is the
+One process answers the three requests with one call (coalesced; then the memo): that is the
 degraded bound the fleet should keep.
 
     python benchmarks/fleet_routing.py [--replicas 1 2 3] [--rounds 4]
@@ -58,14 +59,15 @@ def part_url(name: str) -> str:
     return next(r.url for r in load_policy().services["taxi"].rules if r.part_name == name)
 
 
-def changing_parts() -> list[str]:
-    """The taxi parts that change during an order and share the totw upstream: fetched at
-    once, one process answers them with one call."""
-    return [
-        rule.url
-        for rule in load_policy().services["taxi"].rules
-        if rule.tag_defined and not rule.static and rule.upstream_name == "totw"
-    ]
+# one user's devices asking for the same part at once
+DEVICES = 3
+CHANGING_PART = "fast_info"
+
+
+def changing_part() -> tuple[str, str]:
+    """The order core's part, which changes all through an order: its URL and its upstream."""
+    rule = next(r for r in load_policy().services["taxi"].rules if r.part_name == CHANGING_PART)
+    return rule.url, rule.upstream_name
 
 
 def fleet_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -126,9 +128,10 @@ async def new_order(session: aiohttp.ClientSession, stack: Stack, user: str) -> 
     return orderid
 
 
-async def totw_calls(session: aiohttp.ClientSession, stack: Stack) -> int:
+async def upstream_calls(session: aiohttp.ClientSession, stack: Stack, upstream: str) -> int:
+    """The calls a part upstream got (the emulator names a part upstream's calls `part:<name>`)."""
     async with session.get(f"{stack.url('emulator')}/emulator/v1/stats") as response:
-        count: int = (await response.json())["calls"].get("totw", 0)
+        count: int = (await response.json())["calls"].get(f"part:{upstream}", 0)
         return count
 
 
@@ -174,17 +177,19 @@ async def parts_started_by_replica(
 async def fetch_round(
     session: aiohttp.ClientSession, stack: Stack, front: str, user: str, orderid: str
 ) -> int:
-    """The order's changing parts fetched at once through the balancer: the totw calls it
-    cost. Every part is answered with its data (degraded, never an error)."""
-    before = await totw_calls(session, stack)
+    """The order's changing part fetched by the user's devices at once through the balancer:
+    the calls its upstream got. Every request is answered with its data (degraded, never an
+    error)."""
+    url, upstream = changing_part()
+    before = await upstream_calls(session, stack, upstream)
     body = {"orders": [{"orderid": orderid}]}
     answers = await asyncio.gather(
-        *(post(session, f"{front}{url}", body, user) for url in changing_parts())
+        *(post(session, f"{front}{url}", body, user) for _ in range(DEVICES))
     )
     for answer in answers:
         [part] = answer["orders"]
         assert part["orderid"] == orderid and "error" not in part, part
-    return await totw_calls(session, stack) - before
+    return await upstream_calls(session, stack, upstream) - before
 
 
 @contextlib.asynccontextmanager
@@ -257,7 +262,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     print(
-        f"totw calls per round (three parts of one order at once, tag store down), mean of "
+        f"order core calls per round ({DEVICES} devices asking for {CHANGING_PART} of one order "
+        f"at once, tag store down), mean of "
         f"{args.rounds} rounds"
     )
     print(f"{'replicas':>8} {'routed':>8} {'routed, idle':>13} {'sprayed':>8}")

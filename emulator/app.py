@@ -5,6 +5,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from prometheus_client import Counter
 
 from emulator import handlers
 from emulator.config import EmulatorSettings
@@ -28,7 +29,15 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     app = create_base_app(SERVICE, settings)
     policy = load_policy(settings.policy_path)
     app[WORLD] = World()
-    app[STATS] = Stats()
+    # the work the upstreams did (emulator/work.py), as the stats endpoint counts it
+    work = Counter(
+        "mlutp_emulator_upstream_work",
+        "Work units the emulated upstreams spent building their answers (docs/development.md: "
+        "Upstream work), by upstream endpoint",
+        ["upstream"],
+        registry=app[METRICS].registry,
+    )
+    app[STATS] = Stats(on_work=lambda upstream, units: work.labels(upstream).inc(units))
     app[FAULTS] = Faults()
 
     async def features_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -37,6 +37,28 @@ TOTW_UNPARTED_FIELDS = (
     "typed_experiments", "notifications", "alert", "private_data", "order_actions", "ads",
     "safety_center",
 )  # fmt: skip
+# the services a taxi order's data lives in, each an upstream of its own (`/parts/<name>`,
+# fault target `part:<name>`), by the fields each builds: the order core (the default policy's
+# `fast_info`), the order's settings (`rarely_changed`), what never changes (`static`), the
+# chat service (`chat`) and the performer info service (`slow`). Legacy totw assembles its
+# document from the same services, and its own unparted fields
+TAXI_PART_SERVICES: dict[str, tuple[str, ...]] = {
+    "order_core": (
+        "version", "status", "status_info", "driver", "vehicle", "eta", "cost",
+        "cost_breakdown", "waiting", "ui_buttons", "cancel_rules", "feedback", "ride_progress",
+        "updated_at",
+    ),
+    "order_settings": (
+        "payment", "tariff", "comment", "requirements", "destinations", "source", "tips",
+        "promo", "surge", "pickup_time", "corp", "change_permissions",
+    ),
+    "order_static": (
+        "route_sharing_url", "currency_rules", "created_at", "country", "support_phone",
+        "brand", "legal_entities", "share_text",
+    ),
+    "orderchat": ("orderchat", "chathistory"),
+    "orderperformerinfo": ("orderperformerinfo",),
+}  # fmt: skip
 STATUS_TEXT = {
     "searching": "Looking for a car",
     "driving": "The driver is on the way",
@@ -254,6 +276,27 @@ def route_document(doc: dict[str, Any], driver_position: list[float], now: str) 
         "time_left_s": int(distance * 10_000),
         "updated_at": now,
     }
+
+
+def taxi_part_answer(service: str, document: dict[str, Any]) -> dict[str, Any]:
+    """What one of TAXI_PART_SERVICES answers for an order: its own fields of the order's
+    data (those absent now, absent), and the order id."""
+    answer = {"orderid": document["orderid"]}
+    for name in TAXI_PART_SERVICES[service]:
+        if name in document:
+            answer[name] = document[name]
+    return answer
+
+
+def totw_answer(document: dict[str, Any]) -> dict[str, Any]:
+    """Legacy totw's document, assembled from every taxi part service's answer and the
+    fields only totw answers."""
+    answer: dict[str, Any] = {}
+    for service in TAXI_PART_SERVICES:
+        answer.update(taxi_part_answer(service, document))
+    built = {"orderid", *answer}
+    answer.update((name, value) for name, value in document.items() if name not in built)
+    return answer
 
 
 # every top-level field the documents may carry (optional ones included)

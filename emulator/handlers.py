@@ -9,10 +9,11 @@ from aiohttp import web
 from msgspec.structs import replace
 
 from emulator import wire as ew
-from emulator.documents import LIFECYCLES
+from emulator.documents import LIFECYCLES, TAXI_PART_SERVICES, taxi_part_answer, totw_answer
 from emulator.faults import PART_TARGET_PREFIX, TARGETS, Fault, known_target
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, TAG_WRITER, WORLD
 from emulator.source_lists import listing
+from emulator.work import answer_work
 from emulator.world import (
     DataChange,
     InvalidChange,
@@ -69,10 +70,17 @@ async def _upstream_call(request: web.Request, target: str) -> bytes:
     return body
 
 
-async def _respond(request: web.Request, target: str, value: Any) -> web.Response:
+async def _respond(
+    request: web.Request, target: str, value: Any, *, priced: bool = False
+) -> web.Response:
+    """The answer, counted; a `priced` one (an order's data: totw, details, a part service,
+    the route) also counts the work of building its fields (emulator/work.py)."""
     body = wire.encode(value)
     await request.app[FAULTS].hold(target)
-    request.app[STATS].record_bytes(target, len(body), request.headers.get("X-Yandex-UID"))
+    user = request.headers.get("X-Yandex-UID")
+    request.app[STATS].record_bytes(target, len(body), user)
+    if priced:
+        request.app[STATS].record_work(target, answer_work(value), user)
     return web.Response(body=body, content_type="application/json")
 
 
@@ -130,7 +138,8 @@ def _document(request: web.Request, target: str, order: Order, asked: ew.OrderRe
 async def taxiontheway(request: web.Request) -> web.Response:
     body = wire.decode(_order_request, await _upstream_call(request, "totw"))
     order = _find(request, "taxi", body.orderid, _user_id(request))
-    return await _respond(request, "totw", _document(request, "totw", order, body))
+    document = totw_answer(_document(request, "totw", order, body))
+    return await _respond(request, "totw", document, priced=True)
 
 
 async def order_details(request: web.Request) -> web.Response:
@@ -145,16 +154,17 @@ async def _order_details(request: web.Request, service: str) -> web.Response:
     target = f"{service}_details"
     body = wire.decode(_order_request, await _upstream_call(request, target))
     order = _find(request, service, body.orderid, _user_id(request))
-    return await _respond(request, target, _document(request, target, order, body))
+    return await _respond(request, target, _document(request, target, order, body), priced=True)
 
 
 async def generic_part(request: web.Request) -> web.Response:
     """Any part upstream by name (`/parts/<name>`). A part type with an endpoint of its own
-    here (OWN_ENDPOINTS) is served by it, the same answer and fault target; any other name (a
-    part's own `upstream` in the policy) gets the order's whole document, of whichever service
-    the user's order is (the BFF cuts the part's fields), fault target `part:<name>`. So a
-    BFF pointed at the emulator (EMULATOR_URL) finds every part upstream at `/parts/<name>`,
-    and needs no map of the emulator's paths."""
+    here (OWN_ENDPOINTS) is served by it, the same answer and fault target; one of the taxi
+    part services (documents.TAXI_PART_SERVICES) answers its own fields of a taxi order; any
+    other name (a part's own `upstream` in the policy) gets the order's whole document, of
+    whichever service the user's order is (the BFF cuts the part's fields). Fault target
+    `part:<name>`. So a BFF pointed at the emulator (EMULATOR_URL) finds every part upstream
+    at `/parts/<name>`, and needs no map of the emulator's paths."""
     part_type = request.match_info["part_type"]
     own = OWN_ENDPOINTS.get(part_type)
     if own is not None:
@@ -164,9 +174,13 @@ async def generic_part(request: web.Request) -> web.Response:
     target = PART_TARGET_PREFIX + part_type
     body = wire.decode(_order_request, await _upstream_call(request, target))
     order = request.app[WORLD].find(body.orderid, _user_id(request))
-    if order is None:
+    taxi_service = part_type in TAXI_PART_SERVICES
+    if order is None or (taxi_service and order.service != "taxi"):
         raise NotFound(f"no order {body.orderid!r}", code="order_not_found")
-    return await _respond(request, target, _document(request, target, order, body))
+    document = _document(request, target, order, body)
+    if taxi_service:
+        document = taxi_part_answer(part_type, document)
+    return await _respond(request, target, document, priced=True)
 
 
 async def taxiroute(request: web.Request) -> web.Response:
@@ -174,7 +188,7 @@ async def taxiroute(request: web.Request) -> web.Response:
     if body.orderid is None:
         raise BadRequest("orderid is required", code="invalid_request")
     order = _find(request, "taxi", body.orderid, _user_id(request))
-    return await _respond(request, "taxiroute", request.app[WORLD].route(order))
+    return await _respond(request, "taxiroute", request.app[WORLD].route(order), priced=True)
 
 
 # the part types with an endpoint of their own, laid out as their real upstreams are

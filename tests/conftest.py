@@ -202,3 +202,9 @@ def upstream_received(
 @pytest.fixture
 def totw_received(upstream_received: dict[str, asyncio.Event]) -> asyncio.Event:
     return upstream_received["totw"]
+
+
+@pytest.fixture
+def order_core_received(upstream_received: dict[str, asyncio.Event]) -> asyncio.Event:
+    """The order core (the fast_info part's own upstream) holds a request."""
+    return upstream_received["part:order_core"]

@@ -7,6 +7,17 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
+# the default policy's taxi parts' own upstreams, as the emulator names their stats and fault
+# targets: each part from the service its data lives in (docs/protocol.md: Part endpoints)
+ORDER_CORE = "part:order_core"  # fast_info
+PART_UPSTREAMS = {
+    "fast_info": ORDER_CORE,
+    "rarely_changed": "part:order_settings",
+    "static": "part:order_static",
+    "chat": "part:orderchat",
+    "slow": "part:orderperformerinfo",
+}
+
 
 async def _post(emulator: TestClient, path: str, body: dict[str, Any] | None = None) -> Any:
     resp = await emulator.post(path, json=body if body is not None else {})
@@ -78,3 +89,24 @@ async def totw(emulator: TestClient, user: str, orderid: str) -> dict[str, Any]:
     assert resp.status == 200, await resp.text()
     doc: dict[str, Any] = await resp.json()
     return doc
+
+
+async def part_service(emulator: TestClient, name: str, user: str, orderid: str) -> dict[str, Any]:
+    """What one of the taxi part services (`/parts/<name>`) answers the user for the order."""
+    resp = await emulator.post(
+        f"/parts/{name}", json={"orderid": orderid}, headers={"X-Yandex-UID": user}
+    )
+    assert resp.status == 200, await resp.text()
+    doc: dict[str, Any] = await resp.json()
+    return doc
+
+
+async def set_taxi_parts_fault(
+    emulator: TestClient,
+    mode: str,
+    parts: tuple[str, ...] = ("fast_info", "rarely_changed", "static", "chat"),
+) -> None:
+    """The same fault on each of these taxi parts' own upstreams (by default every part's but
+    `slow`'s, as one on totw did when they all came from it)."""
+    for part in parts:
+        await set_fault(emulator, PART_UPSTREAMS[part], mode)

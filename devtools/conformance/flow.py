@@ -85,7 +85,8 @@ async def parts_one_slow(kit: Kit) -> list[str]:
             "for a part that does not hold it"
         )
 
-    await kit.fault("totw", "slow", LATE_REQUIRED_MS)
+    # the required part's own upstream, the order core, late
+    await kit.fault("part:order_core", "slow", LATE_REQUIRED_MS)
     try:
         changed = time.monotonic()
         await kit.advance(orderid)
@@ -95,7 +96,7 @@ async def parts_one_slow(kit: Kit) -> list[str]:
         )
         view_at = await kit.shown(orderid, "waiting")
     finally:
-        await kit.fault("totw", "ok")
+        await kit.fault("part:order_core", "ok")
     landed = _landed(kit.exchanges(), orderid, "waiting", changed)
     assert landed is not None
     if view_at is not None and view_at < landed - 0.05:
@@ -124,7 +125,8 @@ async def part_error_and_backoff(kit: Kit) -> list[str]:
     works again."""
     orderid = await kit.create_order(status="driving")
     await caught_up(kit, orderid)
-    await kit.fault("totw", "error500")
+    # rarely_changed's own upstream, the order's settings service
+    await kit.fault("part:order_settings", "error500")
     broke = time.monotonic()
     try:
         await kit.emulator(
@@ -135,7 +137,7 @@ async def part_error_and_backoff(kit: Kit) -> list[str]:
             lambda ex: len(asked(ex, orderid, "rarely_changed", broke)) >= 2,
         )
     finally:
-        await kit.fault("totw", "ok")
+        await kit.fault("part:order_settings", "ok")
     mended = time.monotonic()
     await kit.until(
         "fetch the part once it works again",

@@ -12,6 +12,9 @@ from devtools.conformance.recording import Exchange
 # the poll answers' and the clock's slack around a deadline
 DEADLINE_SLACK_S = 0.5
 
+# the taxi parts' own upstreams that show a user's tip and the version it lands at
+UNSEEN_TARGETS = ("part:order_settings", "part:order_core")
+
 
 async def versioned_conflict(kit: Kit) -> list[str]:
     """A user change after another device changed the same field: a version conflict, caught
@@ -60,7 +63,7 @@ def _forced(exchange: Exchange, orderid: str) -> bool:
 
 
 async def last_write_wins_deadline(kit: Kit) -> list[str]:
-    """A tip (last-write-wins) that no part shows (the parts' upstream fails): past the
+    """A tip (last-write-wins) that no part shows (its part's upstream fails): past the
     client's deadline it is sent once more with the same idempotency key; past the second
     deadline the lock is released and `force` stops."""
     orderid = await kit.create_order(status="driving")
@@ -74,7 +77,10 @@ async def last_write_wins_deadline(kit: Kit) -> list[str]:
             e for e in ex if e.kind == "feature" and e.path.endswith("/tips") and e.at > started
         ]
 
-    await kit.fault("totw", "error500")
+    # no part can show the tip: neither its own (rarely_changed, the settings service) nor
+    # fast_info, whose `version` would say the change is seen (the order core)
+    for target in UNSEEN_TARGETS:
+        await kit.fault(target, "error500")
     try:
         await kit.client.change("taxi", orderid, "tips", 50)
         await kit.until(
@@ -88,7 +94,8 @@ async def last_write_wins_deadline(kit: Kit) -> list[str]:
             patience_s,
         )
     finally:
-        await kit.fault("totw", "ok")
+        for target in UNSEEN_TARGETS:
+            await kit.fault(target, "ok")
     sent = tips(kit.exchanges())
     problems = []
     if len(sent) != 2:

@@ -4,7 +4,10 @@ summary table and a report (JSON and PNG plots).
 
 Measured per phase, after a warm-up:
 - heavy upstream calls (totw, eats and grocery details) per active order-minute, from the
-  emulator's stats;
+  emulator's stats; beside them every part upstream's calls (each taxi part's own service
+  too) and the upstream work (emulator/work.py: every field of an order's data the part
+  upstreams, totw and the details built; not the order sources) per active order-minute,
+  the unit of upstream cost once each part comes from its own service;
 - downlink bytes per client-minute (response bodies);
 - bytes both ways per client-minute as they cross a mobile network behind a gateway
   (client.wire_bytes): bodies as sent (raw), gzipped at level 6 from 20 bytes on (nginx's
@@ -19,8 +22,9 @@ Measured per phase, after a warm-up:
 `--fault F` adds phases of the new scheme with a fault for the middle half of the measured
 time, so that its start, its middle and its end are all measured: `redis` (killed, then
 started again empty), `redis_stop` (SIGSTOP, then SIGCONT), `redis_pause` (CLIENT PAUSE),
-`totw` (answering 500), `source:eats` (down). Its recovery time is from the fault's end to
-the first second in which orders_state saw no failure (tag cache, sources, part upstreams).
+`order_core` (fast_info's own upstream answering 500), `source:eats` (down). Its recovery
+time is from the fault's end to the first second in which orders_state saw no failure (tag
+cache, sources, part upstreams).
 
 
 The package, one job a module: `config` (what to run, what a phase measured), `faults` (each

@@ -6,9 +6,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HEAVY_TARGETS = ("totw", "eats_details", "grocery_details")
+
+
+# the upstreams whose work (emulator/work.py: every field of an order's data they built) is
+# compared with legacy's: part upstreams, totw and the details; not the order sources,
+# compared with their own steady rate
+def priced_target(target: str) -> bool:
+    return not target.startswith("source:")
+
+
 # the taxi `slow` part's own upstream: every legacy totw call asked it once (totw builds its
 # document from it), so its bound is the legacy totw calls, window by window
 PERFORMER_TARGET = "part:orderperformerinfo"
+# every taxi part's own service (the default policy's): each bound, window by window, by the
+# legacy totw calls, each of which asked every one of them once
+PART_SERVICE_TARGETS = (
+    "part:order_core",
+    "part:order_settings",
+    "part:order_static",
+    "part:orderchat",
+    PERFORMER_TARGET,
+)
 # the window in which the bound must hold at every moment
 PEAK_WINDOW_S = 5
 # changes this close to a phase's end may not be seen before it: left out of freshness
@@ -72,10 +90,17 @@ class PhaseResult:
     polls_per_client_minute: float = 0.0
     # the most heavy calls per order-minute in any 5-s window of the phase
     peak_heavy_calls_per_order_minute: float = 0.0
+    # upstream work units (emulator/work.py) per active order-minute, every priced upstream's
+    # together, and by upstream; calls of every part upstream (the taxi part services too)
+    work_per_order_minute: float = 0.0
+    work_per_order_minute_by_upstream: dict[str, float] = field(default_factory=dict)
+    part_calls_per_order_minute: float = 0.0
     # totw calls per order-minute, and the most performer-info calls per order-minute in any
     # 5-s window: that upstream's load against what legacy totw polling gave it
     totw_calls_per_order_minute: float = 0.0
     peak_performer_calls_per_order_minute: float = 0.0
+    # the same for the busiest taxi part service in its worst window
+    peak_part_service_calls_per_order_minute: float = 0.0
     server_errors: int = 0
     fault: str | None = None
     # seconds from the fault's end to the first second orders_state saw no failure

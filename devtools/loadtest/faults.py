@@ -104,7 +104,9 @@ FAULT_KINDS: dict[str, Fault] = {
     "redis": RedisKilled(),
     "redis_stop": RedisStopped(),
     "redis_pause": RedisClientPause(),
-    "totw": EmulatorFault("totw", "error500"),
+    # the order core, fast_info's own upstream (a totw fault would fail legacy alone: no part
+    # is fetched from it)
+    "order_core": EmulatorFault("part:order_core", "error500"),
     "source:eats": EmulatorFault("source:eats", "down"),
 }
 FAULTS = tuple(FAULT_KINDS)

@@ -20,10 +20,12 @@ from client.wire_bytes import wire_totals
 from devtools.loadtest.config import (
     FRESHNESS_CUTOFF_S,
     HEAVY_TARGETS,
+    PART_SERVICE_TARGETS,
     PERFORMER_TARGET,
     WAIT_MS,
     LoadtestConfig,
     PhaseResult,
+    priced_target,
 )
 from devtools.loadtest.faults import FAULT_KINDS, FaultTarget
 from devtools.loadtest.measure import (
@@ -167,14 +169,15 @@ async def run_phase(
             performer = stats["calls"].get(PERFORMER_TARGET, 0) - previous["calls"].get(
                 PERFORMER_TARGET, 0
             )
-            timeline.append(
-                {
-                    "t": second + 1,
-                    "heavy_calls": heavy,
-                    "performer_calls": performer,
-                    "active_orders": stats["active_orders"],
-                }
-            )
+            sample = {
+                "t": second + 1,
+                "heavy_calls": heavy,
+                "performer_calls": performer,
+                "active_orders": stats["active_orders"],
+            }
+            for service in PART_SERVICE_TARGETS:
+                sample[service] = stats["calls"].get(service, 0) - previous["calls"].get(service, 0)
+            timeline.append(sample)
             previous = stats
         ended = time.time()
         by_replica = [
@@ -197,6 +200,18 @@ async def run_phase(
         if target.startswith("source:")
     )
     order_minutes = active_order_seconds / 60
+
+    def made(counter: str) -> dict[str, int]:
+        """What each priced upstream's counter grew by in the measured part."""
+        grown = {
+            target: count - stats0.get(counter, {}).get(target, 0)
+            for target, count in previous.get(counter, {}).items()
+            if priced_target(target)
+        }
+        return {target: n for target, n in grown.items() if n}
+
+    work = made("work")
+    part_calls = sum(n for target, n in made("calls").items() if target != "taxiroute")
     changes = (await emulator_get(session, f"{emulator}/emulator/v1/changes?since={seq0}"))[
         "changes"
     ]
@@ -256,7 +271,17 @@ async def run_phase(
         freshness_points=points,
         peak_heavy_calls_per_order_minute=peak_window_rate(timeline),
         totw_calls_per_order_minute=round(totw_calls / order_minutes, 3) if order_minutes else 0,
+        work_per_order_minute=round(sum(work.values()) / order_minutes, 1) if order_minutes else 0,
+        work_per_order_minute_by_upstream={
+            target: round(units / order_minutes, 1)
+            for target, units in sorted(work.items(), key=lambda item: -item[1])
+            if order_minutes
+        },
+        part_calls_per_order_minute=round(part_calls / order_minutes, 3) if order_minutes else 0,
         peak_performer_calls_per_order_minute=peak_window_rate(timeline, calls="performer_calls"),
+        peak_part_service_calls_per_order_minute=max(
+            peak_window_rate(timeline, calls=service) for service in PART_SERVICE_TARGETS
+        ),
         server_errors=sum(c.stats.server_errors for c in clients),
         fault=fault,
         recovery_s=recovery_s,

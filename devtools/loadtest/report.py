@@ -31,6 +31,14 @@ def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
         result[f"{prefix}heavy_calls_per_order_minute"] = _ratio(
             new.heavy_calls_per_order_minute, legacy.heavy_calls_per_order_minute
         )
+        # upstream cost in work (emulator/work.py), next to calls: a call of one part's own
+        # service builds its fields, a legacy totw call every field of the order
+        result[f"{prefix}work_per_order_minute"] = _ratio(
+            new.work_per_order_minute, legacy.work_per_order_minute
+        )
+        result[f"{prefix}part_calls_per_order_minute"] = _ratio(
+            new.part_calls_per_order_minute, legacy.part_calls_per_order_minute
+        )
         result[f"{prefix}bytes_per_client_minute"] = _ratio(
             new.bytes_per_client_minute, legacy.bytes_per_client_minute
         )
@@ -56,6 +64,10 @@ def ratios(phases: dict[str, PhaseResult]) -> dict[str, float | None]:
             # the slow part's own upstream: legacy asked it once per totw call
             result[f"{name}_performer_peak_5s"] = _ratio(
                 phase.peak_performer_calls_per_order_minute, legacy.totw_calls_per_order_minute
+            )
+            # the busiest of every taxi part's own service, likewise
+            result[f"{name}_part_service_peak_5s"] = _ratio(
+                phase.peak_part_service_calls_per_order_minute, legacy.totw_calls_per_order_minute
             )
     return result
 
@@ -88,6 +100,18 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]
             f"{_elsewhere_p95(phase):>15}"
         )
     lines.append("")
+    lines.append(
+        "upstream work/order-min (emulator/work.py; part upstreams, totw, details) and part "
+        "upstream calls/order-min, by upstream:"
+    )
+    for phase in phases.values():
+        by_upstream = phase.work_per_order_minute_by_upstream.items()
+        split = "  ".join(f"{target} {work:.0f}" for target, work in by_upstream)
+        lines.append(
+            f"  {phase.name:<22}work {phase.work_per_order_minute:.0f}  "
+            f"calls {phase.part_calls_per_order_minute:.2f}  ({split})"
+        )
+    lines.append("")
     lines.append("bytes/client-min by request path:")
     for phase in phases.values():
         split = "  ".join(f"{p} {b:.0f}" for p, b in phase.bytes_per_client_minute_by_path.items())
@@ -109,6 +133,10 @@ def summary_table(phases: dict[str, PhaseResult], ratio: dict[str, float | None]
     lines.append("")
     goals = {
         "heavy_calls_per_order_minute": "goal <= 0.2",
+        "work_per_order_minute": "upstream work, beside calls",
+        "wait_work_per_order_minute": "goal <= 0.08",
+        "part_calls_per_order_minute": "every part upstream's calls, the services' too",
+        "wait_part_calls_per_order_minute": "every part upstream's calls, the services' too",
         "bytes_per_client_minute": "goal <= 0.1",
         "freshness_p95": "goal <= 1.0",
         "wait_heavy_calls_per_order_minute": "goal <= the mlutp figure",

@@ -27,8 +27,19 @@ ONE_PART_FETCH_S = 2 * PART_TIMEOUT_S + 0.05
 # after the poll that tells it of a change to hold it
 SEEN_WITHIN_S = 2 * ONE_LOOK_S + 2 * PART_TIMEOUT_S + 0.5
 SERVICES = ("taxi", "eats", "grocery")
+# a whole document's upstreams
 HEAVY = frozenset({"totw", "eats_full", "grocery_full"})
 PERFORMER = "orderperformerinfo"
+# each taxi part's own service (the default policy's), by the part it serves: each bounded by
+# the legacy twins' totw calls (each of which asked every one of them once), as the performer
+# info service is
+PART_SERVICES = {
+    "fast_info": "order_core",
+    "rarely_changed": "order_settings",
+    "static": "order_static",
+    "chat": "orderchat",
+    "slow": PERFORMER,
+}
 WINDOW_S = 5.0
 # more polls than this in one window is a client in a loop (a burst of changes gives a few)
 SPIN_POLLS = 12

@@ -126,12 +126,16 @@ class FreshChecks(CheckerBase):
                 extended = max(extended, span.end + longest + SEEN_WITHIN_S)
             for span in self.timeline.source_spans(service, base - 1, deadline):
                 extended = max(extended, span.end + MIN_TTL_S + longest + SEEN_WITHIN_S)
-                # the store lost the order's tags while its source was out (before the change
-                # or after it), or so shortly before it went out that no look of the client
-                # made them again: they are made again by the first look with the source
-                # back, and a part whose tag was made again is refetched spread over the
-                # degraded TTL from then (docs/protocol.md: A fleet, a flush bounded the same
-                # way)
+            # the store lost the order's tags while its source was out (before the change or
+            # after it), or so shortly before it went out that no look of the client made them
+            # again: they are made again by the first look with the source back, and a part
+            # whose tag was made again, or was issued degraded while they were missing (up to
+            # the source's return, so also for a change made just after it), is refetched
+            # spread over the degraded TTL from then (docs/protocol.md: A fleet, a flush
+            # bounded the same way)
+            for span in self.timeline.source_spans(
+                service, base - 1 - DEGRADED_TTL_S - longest, deadline
+            ):
                 lost_from = min(base - 1, span.start - longest - SEEN_WITHIN_S)
                 if self.timeline.emptied(lost_from, span.end):
                     remade = span.end + MIN_TTL_S + longest
@@ -182,7 +186,8 @@ class FreshChecks(CheckerBase):
         for change in self.world.status_changes:
             order = self.world.orders[change.key]
             service = change.key.service
-            upstream = "totw" if service == "taxi" else f"{service}_full"
+            # the part a status change is seen by: fast_info's own upstream, for taxi
+            upstream = "order_core" if service == "taxi" else f"{service}_full"
             channels = (
                 tags_channel(service, change.key.orderid),
                 list_channel(service, change.user_id),

@@ -12,6 +12,7 @@ from devtools.simulation.bounds import (
     HEAVY,
     LIST_MAX_AGE_S,
     MIN_TTL_S,
+    PART_SERVICES,
     PERFORMER,
     SERVICES,
     WINDOW_S,
@@ -67,6 +68,12 @@ class Loads:
         self.sources = sorted(c.t for c in kept if c.target.startswith("source:"))
         self.heavy = sorted(c.t for c in kept if c.target in HEAVY)
         self.performer = sorted(c.t for c in kept if c.target == PERFORMER)
+        # every other taxi part service: its own calls (the performer's are above)
+        self.part_services = {
+            part: sorted(c.t for c in kept if c.target == target)
+            for part, target in PART_SERVICES.items()
+            if target != PERFORMER
+        }
         self.clients = [c for c in checker.clients.values() if not c.misbehaving]
         world = checker.world
         timeline = checker.timeline
@@ -123,6 +130,9 @@ class Loads:
         # heavy: (from, to, calls) — paid after a look in [from, to]
         heavy: list[tuple[float, float, float]] = []
         slow: list[tuple[float, float, float]] = []
+        # a taxi part service's: after a bump of its part, a creation, a user change
+        served: dict[str, list[tuple[float, float, float]]] = {p: [] for p in self.part_services}
+        bumped = {(t, key): parts for t, key, parts in world.part_bumps}
         changes = [(t, world.orders[key], "slow" in parts) for t, key, parts in world.part_bumps]
         changes += [(o.created_t, o, o.key.service == "taxi") for o in world.orders.values()]
         # a user's change is forced until seen, whether its tags were written or not: a
@@ -143,13 +153,21 @@ class Loads:
             heavy.append((*span, float(self._reach(*span) * devices[user])))
             if performer:
                 slow.append((*span, float(devices[user])))
+            if order.key.service == "taxi":
+                parts = bumped.get((t, order.key))
+                for part, spans in served.items():
+                    if parts is None or part in parts:
+                        spans.append((*span, float(self._reach(*span) * devices[user])))
         for t in recovered:
             for user in users:
                 active = sum(1 for a, b, _ in self.orders[user] if a <= t < b)
                 taxi = sum(1 for a, b, svc in self.orders[user] if a <= t < b and svc == "taxi")
                 heavy.append((t, t + DEGRADED_TTL_S + 30, float(active * devices[user])))
                 slow.append((t, t + DEGRADED_TTL_S + 30, float(taxi * devices[user])))
+                for spans in served.values():
+                    spans.append((t, t + DEGRADED_TTL_S + 30, float(taxi * devices[user])))
         self.paid_heavy = heavy
+        self.paid_served = served
         self.paid_slow = slow
         # a finished order still listed: by a kept answer up to list_max_age when its list
         # bump was lost, by a lagging replica for its lag; each poll of a client then fetches
@@ -209,7 +227,7 @@ class Loads:
 
     def _window(self, start: float, end: float) -> bool:
         legacy_sources = legacy_heavy = legacy_totw = 0.0
-        allow_heavy = allow_performer = 0.0
+        allow_heavy = allow_performer = allow_taxi = 0.0
         # a look begun just before the window asks its sources within it
         low = bisect.bisect_left(self.paid_sources, start - 1)
         high = bisect.bisect_left(self.paid_sources, end)
@@ -250,11 +268,13 @@ class Loads:
                 if owner == user and a < end and start < b:
                     allow_heavy += 2
                     allow_performer += 2 if service == "taxi" else 0
+                    allow_taxi += 2 if service == "taxi" else 0
             if degraded:
                 # the degraded memo is per process: one call per order and process that
                 # serves the user in a degraded TTL (one, but for a restart's move)
                 allow_heavy += (reach - 1) * active
                 allow_performer += (reach - 1) * taxi
+                allow_taxi += (reach - 1) * taxi
             # a part upstream failing: each failed part is retried by the client with backoff
             # (1 s, then 2, then 4: three tries in 5 s) and each try by the BFF once; in a
             # fleet the BFF's breaker caps this (ten failures, then a probe each 2 s), which
@@ -262,11 +282,24 @@ class Loads:
             if failing_parts:
                 allow_heavy += 6 * active
                 allow_performer += 6 * taxi
+                allow_taxi += 6 * taxi
         return any(
             (
                 self._over("sources", self.sources, start, end, legacy_sources, allow_sources),
                 self._over("heavy", self.heavy, start, end, legacy_heavy, allow_heavy),
                 self._over("performer", self.performer, start, end, legacy_totw, allow_performer),
+                *(
+                    self._over(
+                        PART_SERVICES[part],
+                        times,
+                        start,
+                        end,
+                        legacy_totw,
+                        allow_taxi
+                        + sum(n for a, b, n in self.paid_served[part] if a < end and start <= b),
+                    )
+                    for part, times in self.part_services.items()
+                ),
             )
         )
 

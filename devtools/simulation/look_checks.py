@@ -9,6 +9,7 @@ from typing import Any
 
 from devtools.simulation.bounds import FORCE_PER_MINUTE, LIST_MAX_AGE_S
 from devtools.simulation.check_base import CheckerBase
+from devtools.simulation.store import MESSAGE_DELAY_S, MESSAGE_SPREAD_S
 from devtools.simulation.vloop import WALL_EPOCH_S
 from services.bff.engine import LookResult
 from services.bff.known_orders import ParsedKnownOrder
@@ -75,10 +76,21 @@ class LookChecks(CheckerBase):
         )
 
     def kept_look_missed(
-        self, process: str, user_id: str, channels: Sequence[str], since_s: float, news: str
+        self,
+        process: str,
+        user_id: str,
+        channels: Sequence[str],
+        since_s: float,
+        held_s: float,
+        news: str,
     ) -> None:
         watched = set(channels)
         if any(t >= since_s and c in watched for t, c in self.store.lost_messages):
+            return
+        on_its_way = held_s - MESSAGE_DELAY_S - MESSAGE_SPREAD_S
+        if any(self.store.last_published.get(c, -1.0) >= on_its_way for c in channels):
+            # written while the poll was held, or just before with its message still on its
+            # way: that message rings the poll
             return
         self.violation(
             self.world.now(),

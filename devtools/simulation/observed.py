@@ -45,11 +45,18 @@ class LookObserver(Protocol):
         "pub/sub") was gone."""
 
     def kept_look_missed(
-        self, process: str, user_id: str, channels: Sequence[str], since_s: float, news: str
+        self,
+        process: str,
+        user_id: str,
+        channels: Sequence[str],
+        since_s: float,
+        held_s: float,
+        news: str,
     ) -> None:
         """A poll held from a kept look that a fresh look made at that moment answers with
         news (`news` says which): the watch cache hid a change, unless a message on one of
-        its channels was lost since `since_s` (loop time of the kept look)."""
+        its channels was lost since `since_s` (loop time of the kept look), or one was
+        published from `held_s` on (when the poll was held: that write rings it)."""
 
 
 class PollObserver(LookObserver, WatchObserver, Protocol):
@@ -110,16 +117,20 @@ class KeptLookChecks:
     ) -> None:
         stamp = self.wakeups.stamp(channels)
         loop = asyncio.get_running_loop()
-        since_s = loop.time() - (time.time() * 1000 - kept.since_ms) / 1000
+        held_s = loop.time()
+        since_s = held_s - (time.time() * 1000 - kept.since_ms) / 1000
         fresh = await self.engine.look(poll)
         # a write during the fresh look rings the held poll: only what was there before counts
+        # (one heard by now changes the stamp; one still on its way is known to the checks)
         if self.wakeups.stamp(channels) == stamp and not fresh.cannot_wait:
             known_statuses = {
                 known_order.key: known_order.order.status for known_order in poll.known_orders
             }
             news = _news(known_statuses, fresh)
             if news:
-                self.observer.kept_look_missed(self.process, poll.user_id, channels, since_s, news)
+                self.observer.kept_look_missed(
+                    self.process, poll.user_id, channels, since_s, held_s, news
+                )
 
 
 def _news(known_statuses: Mapping[OrderKey, str], fresh: LookResult) -> str:

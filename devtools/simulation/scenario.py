@@ -278,7 +278,7 @@ def _faults(rng: random.Random, replicas: int, duration_s: float) -> list[Fault]
                 value = 0.0
             faults.append(Fault(kind, start, start + rng.uniform(5, 90), service, value))
         elif kind.startswith("upstream_"):
-            target = rng.choice(("totw", "totw", "orderperformerinfo", "eats_full"))
+            target = rng.choice(("order_core", "order_settings", "orderperformerinfo", "eats_full"))
             value = rng.choice((0.3, 1.5)) if kind == "upstream_slow" else 0.0
             faults.append(Fault(kind, start, start + rng.uniform(5, 60), target, value))
         elif replicas > 1:

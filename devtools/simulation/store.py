@@ -52,6 +52,9 @@ CALL_DEADLINE_S = 0.05
 # a part cache command sent to a paused Redis has no answer before the client's own deadline
 # (services/bff/part_cache.py: deadline_s) cuts it
 PAUSED_ANSWER_S = 60.0
+# a published message reaches a subscriber this long after the write, plus up to the spread
+MESSAGE_DELAY_S = 0.0005
+MESSAGE_SPREAD_S = 0.001
 
 _answer = msgspec.json.Decoder(SourceResponse)
 
@@ -124,6 +127,8 @@ class SimTagStore:
         self.message_loss = 0.0
         # (when, channel) of each message lost on its way: a held poll may miss that change
         self.lost_messages: list[tuple[float, str]] = []
+        # when each channel last had a message published: a write after a poll was held rings it
+        self.last_published: dict[str, float] = {}
         # what the checks read
         self.kept_log: list[KeptRecord] = []
         self.create_log: list[CreateRecord] = []
@@ -174,11 +179,14 @@ class SimTagStore:
 
     def _publish(self, channel: str) -> None:
         loop = asyncio.get_running_loop()
+        self.last_published[channel] = loop.time()
         for subscriber in self.subscribers:
             if self.message_loss and self.rng.random() < self.message_loss:
                 self.lost_messages.append((loop.time(), channel))
                 continue
-            loop.call_later(0.0005 + self.rng.random() * 0.001, subscriber.deliver, channel)
+            loop.call_later(
+                MESSAGE_DELAY_S + self.rng.random() * MESSAGE_SPREAD_S, subscriber.deliver, channel
+            )
 
     # --- the port: services/bff/ports.py TagStore --------------------------------------------
 

@@ -34,6 +34,11 @@ CIRCUIT_OPEN_S = 2.0
 # the part upstream of each part type or part of its own → the service whose orders it serves
 UPSTREAM_SERVICES = {
     "totw": "taxi",
+    # each taxi part's own service (the default policy's)
+    "order_core": "taxi",
+    "order_settings": "taxi",
+    "order_static": "taxi",
+    "orderchat": "taxi",
     "orderperformerinfo": "taxi",
     "eats_full": "eats",
     "grocery_full": "grocery",

@@ -27,7 +27,16 @@ from services.orders_state.app import create_app as create_orders_state
 from services.orders_state.config import OrdersStateSettings
 from shared.policy import DEFAULT_POLICY_PATH
 from shared.redis import tags_key
-from tests.emulator_api import advance, change, create_order_id, set_fault, stats, totw
+from tests.emulator_api import (
+    PART_UPSTREAMS,
+    advance,
+    change,
+    create_order_id,
+    set_fault,
+    set_taxi_parts_fault,
+    stats,
+    totw,
+)
 from tests.helpers import (
     bff_kwargs,
     cut,
@@ -35,8 +44,10 @@ from tests.helpers import (
 )
 
 
-async def totw_calls(emulator: TestClient) -> int:
-    calls: int = (await stats(emulator))["calls"].get("totw", 0)
+async def part_calls(emulator: TestClient) -> int:
+    """Calls of the taxi parts' upstreams (each part's own service, and totw)."""
+    served = (await stats(emulator))["calls"]
+    calls: int = sum(served.get(target, 0) for target in ("totw", *PART_UPSTREAMS.values()))
     return calls
 
 
@@ -125,12 +136,12 @@ async def test_a_part_added_to_a_live_order_is_fetched_once_then_not_until_it_ch
     client = make_client(unique)
     await client.launch()  # every part fetched once, chat included
     assert "chat" in redis_sync.hgetall(tags_key("taxi", orderid))
-    parts_before, totw_before = client.stats.part_requests, await totw_calls(emulator)
+    parts_before, calls_before = client.stats.part_requests, await part_calls(emulator)
     chat_fetched_at = client.orders[0].parts["chat"].fetched_at
     for _ in range(3):  # no min TTL here: a part with no content would be needed every poll
         await client.cycle()
     assert client.stats.part_requests == parts_before
-    assert await totw_calls(emulator) == totw_before
+    assert await part_calls(emulator) == calls_before
     history = [{"from": "driver", "text": "at the gate"}]
     await change(emulator, "taxi", orderid, {"chathistory": history})
     await client.cycle()
@@ -212,13 +223,13 @@ async def test_part_errors_mark_fields_stale_then_recover(
     orderid = await create_order_id(emulator, unique, status="driving")
     client = make_client(unique)
     await client.launch()
-    await set_fault(emulator, "totw", "error500")
+    await set_taxi_parts_fault(emulator, "error500")
     await change(emulator, "taxi", orderid, {"comment": "new"})
     await client.cycle()
     [view] = client.view()
     assert {"comment", "payment", "status_info", "driver"} <= view.stale_fields
     assert view.data.get("comment") == ""  # the old value, flagged
-    await set_fault(emulator, "totw", "ok")
+    await set_taxi_parts_fault(emulator, "ok")
     await client.cycle()
     [view] = client.view()
     assert view.stale_fields == frozenset() and view.data["comment"] == "new"
@@ -258,8 +269,9 @@ async def test_an_expired_order_is_dropped(
 
 
 def moved_tips_policy() -> dict[str, Any]:
-    """The default policy with `tips` moved from rarely_changed to fast_info, the taxi parts
-    on new URLs, and the layout before it kept as deprecated (still served to old clients)."""
+    """The default policy with `tips` moved from rarely_changed to fast_info (fetched from
+    totw), the taxi parts on new URLs, and the layout before it kept as deprecated (still
+    served to old clients)."""
     data: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
     taxi = data["services"]["taxi"]
     taxi["deprecated"] = [{"rules": copy.deepcopy(taxi["rules"])}, *taxi.get("deprecated", [])]
@@ -269,6 +281,8 @@ def moved_tips_policy() -> dict[str, Any]:
             rule["fields"].remove("tips")
         if rule["part_name"] == "fast_info":
             rule["fields"].append("tips")
+            # the order core does not build tips: the part takes them from totw's document
+            del rule["upstream"]
     return data
 
 
@@ -396,7 +410,7 @@ async def test_a_change_not_seen_in_time_fails_if_versioned_and_is_retried_once_
         unique, ClientOptions(backoff_base_s=0, poll_route=False, change_deadline_s=0)
     )
     await client.launch()
-    await set_fault(emulator, "totw", "down")  # no part can show the change
+    await set_taxi_parts_fault(emulator, "down")  # no part can show the change
     assert await client.change("taxi", orderid, "comment", "unseen")
     await client.cycle()
     assert client.change_results == [("taxi", orderid, "comment", "failed")]
@@ -415,7 +429,7 @@ async def test_a_change_not_seen_in_time_fails_if_versioned_and_is_retried_once_
         if c["orderid"] == orderid and "tips" in c["fields"] and not c["created"]
     ]
     assert len(tips_changes) == 1
-    await set_fault(emulator, "totw", "ok")
+    await set_taxi_parts_fault(emulator, "ok")
     assert (await totw(emulator, unique, orderid))["tips"] == {"value": 30}
 
 

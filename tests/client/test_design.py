@@ -17,7 +17,14 @@ from aiohttp.test_utils import TestClient
 from client.client import MlutpClient
 from client.model import ClientOptions, OrderView, Position
 from client.store import known_orders
-from tests.emulator_api import advance, create_order_id, set_fault, stats
+from tests.emulator_api import (
+    ORDER_CORE,
+    advance,
+    create_order_id,
+    set_fault,
+    set_taxi_parts_fault,
+    stats,
+)
 from tests.helpers import protocol_for_tests
 
 MakeClient = Callable[..., MlutpClient]
@@ -117,10 +124,11 @@ async def test_part_requests_and_launch_carry_the_part_types_parameters(
     assert parts, "the parts launch did not inline are asked for"
     for body in parts:
         assert {k: v for k, v in body.items() if k != "orders"} == expected
-    # totw read it: every part landed, none stale for a refused request
+    # the part services read it: every part landed, none stale for a refused request
     [view] = client.view()
     assert not view.loading and not view.stale_fields
-    assert (await stats(emulator))["recent"]["totw"][-1]["body"]["position"] == expected["position"]
+    last = (await stats(emulator))["recent"][ORDER_CORE][-1]
+    assert last["body"]["position"] == expected["position"]
 
 
 def test_a_position_with_an_accuracy_totw_would_refuse_is_refused_where_it_is_set():
@@ -163,11 +171,11 @@ async def test_a_part_error_marks_every_field_of_its_rule_stale(
 ):
     await create_order_id(emulator, unique, status="driving")
     client = make_client(unique, ClientOptions(extended_order_info=False, poll_route=False))
-    await set_fault(emulator, "totw", "error500")
+    await set_taxi_parts_fault(emulator, "error500")
     try:
         await client.launch()  # no part ever arrived: none of their fields is held
     finally:
-        await set_fault(emulator, "totw", "ok")
+        await set_taxi_parts_fault(emulator, "ok")
     [view] = client.view()
     failed = [r for r in client.rules["taxi"] if r.part_type == "totw" and r.part_name != "slow"]
     for rule in failed:

@@ -1,8 +1,8 @@
 """Routing by user (docs/protocol.md: A fleet; issue 47): three orders_state replicas behind
 the shipped balancer config (deploy/haproxy/haproxy.cfg, run by a real haproxy), the tag
-store's Redis stopped. One user's three changing taxi parts of an order, fetched at once,
-meet in one process and cost totw one call, as on one process; sprayed over the replicas
-(`balance roundrobin`) the same fetch costs one call per replica it reached."""
+store's Redis stopped. One user's three devices asking for an order's changing part at once
+meet in one process and cost its upstream one call, as on one process; sprayed over the
+replicas (`balance roundrobin`) the same fetch costs one call per replica it reached."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import aiohttp
 import pytest
 
 from benchmarks.fleet_routing import (
+    DEVICES,
     SPRAYED,
     USER,
     background_users,
     balancer,
-    changing_parts,
+    changing_part,
     fetch_round,
     fleet,
     in_service,
@@ -58,27 +59,27 @@ async def test_one_users_parts_meet_in_one_replica_and_cost_one_call_while_the_s
         # together (on an idle fleet of 3 too: benchmarks/fleet_routing.py)
         users = background_users(REPLICAS)
         async with in_service(session, stack, routed.url, users):
-            before = await part_requests_by_replica(session, stack, changing_parts())
+            before = await part_requests_by_replica(session, stack, [changing_part()[0]])
             routed_calls = [
                 await fetch_round(session, stack, routed.url, USER, orderid)
                 for orderid in orders[:ROUNDS]
             ]
-            after_routed = await part_requests_by_replica(session, stack, changing_parts())
+            after_routed = await part_requests_by_replica(session, stack, [changing_part()[0]])
             sprayed_calls = [
                 await fetch_round(session, stack, sprayed.url, USER, orderid)
                 for orderid in orders[ROUNDS:]
             ]
-            after_sprayed = await part_requests_by_replica(session, stack, changing_parts())
+            after_sprayed = await part_requests_by_replica(session, stack, [changing_part()[0]])
             others = await parts_started_by_replica(session, stack, "slow")
     print(
-        f"totw calls per round on {REPLICAS} replicas: routed {routed_calls}, "
+        f"upstream calls per round on {REPLICAS} replicas: routed {routed_calls}, "
         f"sprayed {sprayed_calls}"
     )
-    # what one process gives: the three parts joined in one call
+    # what one process gives: the devices' requests joined in one call
     assert routed_calls == [1] * ROUNDS
     # every request of the user on one replica
     landed = [a - b for a, b in zip(after_routed, before, strict=True)]
-    assert sorted(landed) == [0] * (REPLICAS - 1) + [3 * ROUNDS], landed
+    assert sorted(landed) == [0] * (REPLICAS - 1) + [DEVICES * ROUNDS], landed
     # the other users spread over the replicas: hashing by user is no single replica
     assert sum(1 for count in others if count) >= 2, others
     # sprayed, each replica the parts reach pays its own call

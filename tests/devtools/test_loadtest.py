@@ -98,7 +98,28 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         "mlutp_wait_performer_peak_5s",
         "mlutp_redis_down_performer_peak_5s",
         "mlutp_wait_redis_down_performer_peak_5s",
+        # the busiest taxi part service's worst 5-s window, likewise
+        "mlutp_part_service_peak_5s",
+        "mlutp_wait_part_service_peak_5s",
+        "mlutp_redis_down_part_service_peak_5s",
+        "mlutp_wait_redis_down_part_service_peak_5s",
+        # upstream cost in work (the emulator's priced fields), next to the part calls
+        "work_per_order_minute",
+        "wait_work_per_order_minute",
+        "part_calls_per_order_minute",
+        "wait_part_calls_per_order_minute",
     }
+    # work beside calls: legacy's is totw's and the details', the new scheme's never totw's
+    # (each taxi part from its own service); a phase's work is the sum of its upstreams'
+    assert written["phases"]["legacy"]["work_per_order_minute"] > 0
+    for name, phase in written["phases"].items():
+        by_upstream = phase["work_per_order_minute_by_upstream"]
+        assert sum(by_upstream.values()) == pytest.approx(
+            phase["work_per_order_minute"], abs=0.1 * len(by_upstream) + 0.1
+        )
+        assert not any(target.startswith("source:") for target in by_upstream), name
+        if name != "legacy":
+            assert "totw" not in by_upstream, name
     # the waiting clients poll far less often than the plain ones
     phases = written["phases"]
     assert phases["mlutp_wait"]["polls_per_client_minute"] > 0
@@ -114,6 +135,7 @@ async def test_a_short_loadtest_writes_a_well_formed_report(
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
     out = capsys.readouterr().out
     assert "new / legacy heavy_calls_per_order_minute" in out
+    assert "new / legacy wait_work_per_order_minute" in out and "upstream work/order-min" in out
     assert "src/cl-min" in out and "elsewhere p95" in out
     assert "bytes/client-min by request path" in out
     assert "new / legacy wait_gzip_headers_bytes_per_client_minute" in out

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from devtools.rollout import rollout_policy_files
+from emulator.documents import TAXI_PART_SERVICES
 from shared.policy import DEFAULT_POLICY_PATH, PolicyError, Stage, load_policy, parse_policy
 
 RAW: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
@@ -242,3 +243,13 @@ def test_the_versions_of_a_service_together_tag_at_most_32_parts():
     ]
     with pytest.raises(PolicyError, match="at most 32"):
         parse_policy(data)
+
+
+def test_every_default_taxi_part_comes_from_a_service_of_its_own():
+    """docs/protocol.md: Part endpoints, stage 4: each taxi part from its own service, none
+    from totw's whole document; the emulator serves each (emulator/documents.py)."""
+    rules = [r for r in load_policy().services["taxi"].rules if r.part_type == "totw"]
+    upstreams = [r.upstream_name for r in rules]
+    assert "totw" not in upstreams and len(set(upstreams)) == len(rules)
+    for rule in rules:
+        assert set(rule.fields) == set(TAXI_PART_SERVICES[rule.upstream_name]), rule.part_name

@@ -21,5 +21,5 @@ from devtools.simulation.run import run_seed
 )
 def test_an_expired_part_does_not_make_a_client_spin() -> None:
     # each option alone passes on this seed: the spin needs the lost bump and the client
-    report = run_seed(50, options=Options(at_once_after_expired=True, lossy_writers=True))
-    assert report.ok, report.describe()
+    report = run_seed(34, options=Options(at_once_after_expired=True, lossy_writers=True))
+    assert not any(v.invariant == "spin" for v in report.violations), report.describe()

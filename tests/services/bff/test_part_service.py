@@ -8,17 +8,31 @@ from __future__ import annotations
 import asyncio
 import time
 
+import yaml
+
 from services.bff.config import ProtocolSettings
 from services.bff.part_request import RequestedOrder
 from services.bff.part_service import PartService
 from services.bff.poll import Caller
 from services.bff.resources import degraded_memo, recent_memo
-from shared.policy import Stage, load_policy
+from shared.policy import DEFAULT_POLICY_PATH, PollingPolicy, Stage, parse_policy
 from shared.protocol.tags import decode_tag, encode_tag
 from shared.wire import OrderKey
 from tests.services.fakes import FakeOrderTags, GatedUpstream, metrics, tag_cache
 
-POLICY = load_policy()
+
+def one_document_policy() -> PollingPolicy:
+    """The default policy with every taxi part but `slow` served from one upstream document
+    (totw), as they were before each had its own service: what a fetch shares is one
+    upstream's call, whichever parts ask for it."""
+    raw = yaml.safe_load(DEFAULT_POLICY_PATH.read_text())
+    for rule in raw["services"]["taxi"]["rules"]:
+        if rule.get("upstream") != "orderperformerinfo":
+            rule.pop("upstream", None)
+    return parse_policy(raw)
+
+
+POLICY = one_document_policy()
 ENDPOINTS = {e.rule.part_name: e for e in POLICY.endpoints if e.stage is Stage.CURRENT}
 ORDER = [RequestedOrder("t1", None)]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import redis
 from aiohttp.test_utils import TestClient
 
-from tests.emulator_api import create_order_id, set_fault, stats, totw
+from tests.emulator_api import ORDER_CORE, create_order_id, set_fault, stats, totw
 from tests.helpers import POLICY, all_tags, poll
 
 
@@ -135,8 +135,9 @@ async def test_extended_order_info_brings_each_orders_required_parts_inline(
     }
     assert taxi["need_request"] == ["rarely_changed", "static", "chat", "slow"]
     assert set(eats["parts"]) == {"full_info"} and eats["need_request"] == []
-    # one heavy call per inlined part, nothing else
-    assert heavy_after.get("totw", 0) - heavy_before.get("totw", 0) == 1
+    # one call per inlined part, from its own upstream, nothing else
+    assert heavy_after.get(ORDER_CORE, 0) - heavy_before.get(ORDER_CORE, 0) == 1
+    assert heavy_after.get("totw", 0) - heavy_before.get("totw", 0) == 0
     assert heavy_after.get("eats_details", 0) - heavy_before.get("eats_details", 0) == 1
     # the inline tag is a part endpoint's tag: polling with it, the part is not needed
     _, polled, _ = await poll(
@@ -161,7 +162,7 @@ async def test_a_required_part_that_could_not_be_fetched_is_left_out_and_stays_n
     launch: TestClient, emulator: TestClient, unique: str
 ):
     await create_order_id(emulator, unique, "taxi", status="driving")
-    await set_fault(emulator, "totw", "down")
+    await set_fault(emulator, ORDER_CORE, "down")
     try:
         _, body, _ = await poll(
             launch,
@@ -170,7 +171,7 @@ async def test_a_required_part_that_could_not_be_fetched_is_left_out_and_stays_n
             "/4.0/launch",
         )
     finally:
-        await set_fault(emulator, "totw", "ok")
+        await set_fault(emulator, ORDER_CORE, "ok")
     [order] = body["mlutp_orders_state"]["orders"]
     assert "parts" not in order and order["need_request"][0] == "fast_info"
 
@@ -202,10 +203,11 @@ async def test_inline_parts_are_fetched_with_the_apps_part_parameters_or_the_def
         taxi_id = await create_order_id(emulator, user, "taxi", status="driving")
         status, answer, _ = await poll(launch, user, {**request, **extra}, "/4.0/launch")
         assert status == 200
-        # fetched inline: totw took the parameters (it refuses a position of another shape)
+        # fetched inline: the order core took the parameters (it refuses a position of
+        # another shape, as totw does)
         [order] = answer["mlutp_orders_state"]["orders"]
         assert "fast_info" in order["parts"], order
-        last = (await stats(emulator))["recent"]["totw"][-1]["body"]
+        last = (await stats(emulator))["recent"][ORDER_CORE][-1]["body"]
         # at_least: the stored content tag the inline part is tagged with (Part endpoints)
         assert {k: v for k, v in last.items() if k != "at_least"} == {
             **expected,

@@ -18,12 +18,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from shared.embedded_redis import EmbeddedRedis
 from shared.protocol.tags import decode_tag
-from tests.emulator_api import calls, change, create_order_id
+from tests.emulator_api import ORDER_CORE, calls, change, create_order_id
 from tests.services.orders_state.process import orders_state_process
 
 FAST = "/mlutp/v1/taxi/fast_info"
 # the emulator's upstream of fast_info in the default policy
-UPSTREAM = "totw"
+UPSTREAM = ORDER_CORE
 HEADERS = {"Accept-Language": "ru-RU", "User-Agent": "yandex-taxi/5.1 iPhone"}
 
 

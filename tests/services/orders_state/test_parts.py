@@ -10,9 +10,21 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
+from emulator.work import answer_work, fields_work
 from shared.protocol.tags import decode_tag
 from shared.redis import list_key, tags_key
-from tests.emulator_api import advance, calls, change, create_order_id, set_fault, stats, totw
+from tests.emulator_api import (
+    ORDER_CORE,
+    PART_UPSTREAMS,
+    advance,
+    calls,
+    change,
+    create_order_id,
+    part_service,
+    set_fault,
+    stats,
+    totw,
+)
 from tests.helpers import DEPRECATED_TAXI_VERSION, POLICY, MakeApp, poll
 from tests.raw_http import raw_post
 
@@ -77,22 +89,25 @@ async def test_the_new_tag_carries_the_stored_content_and_the_policy_version(
 
 
 async def test_a_change_racing_the_fetch_is_never_lost(
-    orders_state: TestClient, emulator: TestClient, unique: str, totw_received: asyncio.Event
+    orders_state: TestClient,
+    emulator: TestClient,
+    unique: str,
+    order_core_received: asyncio.Event,
 ):
     """The upstream reads the data, then the change lands (data, then tag), then the answer
     leaves. Since the content tag was read before the upstream call, the client holds old
     data under an old tag, so the next poll asks for the part again: one more fetch, and it
     ends with the new data. Reading the tag after the data would give old data a new tag."""
     orderid = await create_order_id(emulator, unique, status="driving")
-    await set_fault(emulator, "totw", "slow", 400)
+    await set_fault(emulator, ORDER_CORE, "slow", 400)
     in_flight = asyncio.create_task(
         fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     )
     async with asyncio.timeout(5):
-        await totw_received.wait()
+        await order_core_received.wait()
     changed = await change(emulator, "taxi", orderid, {"eta": {"minutes": 42}})
     first = (await in_flight)["orders"][0]
-    await set_fault(emulator, "totw", "ok")
+    await set_fault(emulator, ORDER_CORE, "ok")
     assert first["version"] < changed["version"]  # the answer was computed before the change
 
     known = {"orderid": orderid, "service": "taxi", "status": "driving", "force": True}
@@ -113,7 +128,7 @@ async def test_an_upstream_404_is_expired_without_a_retry(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     victim = await create_order_id(emulator, f"{unique}-a")
-    before = await calls(emulator, "totw")
+    before = await calls(emulator, ORDER_CORE)
     body = await fetch(
         orders_state, f"{unique}-b", FAST, {"orders": [{"orderid": victim}, {"orderid": "gone"}]}
     )
@@ -121,7 +136,7 @@ async def test_an_upstream_404_is_expired_without_a_retry(
         {"orderid": victim, "error": {"update_status": "expired"}},
         {"orderid": "gone", "error": {"update_status": "expired"}},
     ]
-    assert await calls(emulator, "totw") - before == 2
+    assert await calls(emulator, ORDER_CORE) - before == 2
 
 
 async def test_upstream_5xx_and_down_are_retried_once_then_stale(
@@ -131,12 +146,12 @@ async def test_upstream_5xx_and_down_are_retried_once_then_stale(
     orders_state = await make_orders_state(protocol={"part_fetches": {"recent_memo_bytes": 0}})
     orderid = await create_order_id(emulator, unique)
     for mode in ("error500", "down"):
-        await set_fault(emulator, "totw", mode)
-        before = await calls(emulator, "totw")
+        await set_fault(emulator, ORDER_CORE, mode)
+        before = await calls(emulator, ORDER_CORE)
         body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
         assert body["orders"] == [{"orderid": orderid, "error": {"update_status": "stale"}}]
-        assert await calls(emulator, "totw") - before == 2, mode
-    await set_fault(emulator, "totw", "ok")
+        assert await calls(emulator, ORDER_CORE) - before == 2, mode
+    await set_fault(emulator, ORDER_CORE, "ok")
     body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     assert body["orders"][0]["status"] == "searching"
 
@@ -178,7 +193,7 @@ async def test_headers_body_fields_and_the_content_tag_reach_the_upstream_never_
     await asyncio.sleep(MIN_TTL_S)  # past the recent memo: a call of its own
     await fetch(orders_state, unique, FAST, body, **headers)
     served = await stats(emulator)
-    last = served["recent"]["totw"][-1]
+    last = served["recent"][ORDER_CORE][-1]
     assert last["headers"] == {"X-Yandex-UID": unique, **headers}
     # the content tag the client holds for the part (the order_proc version), not its tag
     content = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
@@ -191,20 +206,21 @@ async def test_headers_body_fields_and_the_content_tag_reach_the_upstream_never_
         # what order_tags held before the call: the answer is tagged with it
         "at_least": {"fast_info": content},
     }
-    assert client_tag not in json.dumps(served["recent"]["totw"])
+    assert client_tag not in json.dumps(served["recent"][ORDER_CORE])
 
 
 async def test_a_lagging_upstream_never_hands_out_old_data_under_a_new_tag(
     orders_state: TestClient, emulator: TestClient, unique: str, redis_sync: redis.Redis
 ):
     """A part is tagged with the content tag read before its upstream call. The call asks for
-    data at least that new (`at_least`), so totw on a read replica one version behind
+    data at least that new (`at_least`), so the order core on a read replica one version behind
     answers from the primary: the part's version is the one its tag says."""
     orderid = await create_order_id(emulator, unique, status="driving")
     changed = await change(emulator, "taxi", orderid, {"comment": "gate 3"})
-    await set_fault(emulator, "totw", "lagging")
+    await set_fault(emulator, ORDER_CORE, "lagging")
     # the replica is behind: a call asking for no version gets the data before the change
-    assert (await totw(emulator, unique, orderid))["version"] < changed["version"]
+    behind = await part_service(emulator, "order_core", unique, orderid)
+    assert behind["version"] < changed["version"]
     body = await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
     [part] = body["orders"]
     stored = redis_sync.hget(tags_key("taxi", orderid), "fast_info")
@@ -212,7 +228,7 @@ async def test_a_lagging_upstream_never_hands_out_old_data_under_a_new_tag(
     tag = decode_tag(part["tag"])
     assert tag is not None and tag.content == stored
     assert part["version"] == changed["version"]
-    last = (await stats(emulator))["recent"]["totw"][-1]
+    last = (await stats(emulator))["recent"][ORDER_CORE][-1]
     assert last["body"]["at_least"] == {"fast_info": stored}
 
 
@@ -383,13 +399,15 @@ async def test_part_requests_need_1_to_3_orders_a_user_and_json(
     assert resp.status == 401
 
 
-async def test_parts_of_one_order_fetched_together_cost_the_upstream_one_call(
+async def test_each_taxi_part_is_fetched_from_its_own_service_for_the_work_of_its_fields(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
+    """docs/protocol.md: Part endpoints, stage 4: every taxi part from its own service. A
+    part fetch calls only its own service, once, and costs the work of its own fields; none
+    calls totw, whose document costs the work of every field."""
     orderid = await create_order_id(emulator, unique, status="driving")
-    await set_fault(emulator, "totw", "slow", 200)
-    before = await calls(emulator, "totw")
-    names = ["fast_info", "rarely_changed", "chat", "slow"]
+    before = await stats(emulator)
+    names = list(PART_UPSTREAMS)
     answers = await asyncio.gather(
         *(
             fetch(
@@ -398,19 +416,82 @@ async def test_parts_of_one_order_fetched_together_cost_the_upstream_one_call(
             for name in names
         )
     )
-    assert await calls(emulator, "totw") - before == 1
+    after = await stats(emulator)
+
+    def made(counter: str, target: str) -> int:
+        return int(after[counter].get(target, 0) - before[counter].get(target, 0))
+
+    assert made("calls", "totw") == 0
     for name, answer in zip(names, answers, strict=True):
         [part] = answer["orders"]
         rule = next(r for r in POLICY.services["taxi"].rules if r.part_name == name)
         assert set(part) - {"orderid", "tag"} <= set(rule.fields) and len(part) > 2
-        assert decode_tag(part["tag"]) is not None
+        assert made("calls", PART_UPSTREAMS[name]) == 1, name
+        assert made("work", PART_UPSTREAMS[name]) == fields_work(set(part) - {"tag"}), name
+    legacy = await totw(emulator, unique, orderid)
+    assert sum(made("work", target) for target in PART_UPSTREAMS.values()) < answer_work(legacy)
+
+
+async def test_a_part_services_fault_fails_only_its_own_part(
+    make_orders_state: MakeApp, emulator: TestClient, unique: str
+):
+    """docs/protocol.md: Part endpoints, stage 4: each taxi part's upstream is a service of
+    its own, with its own faults: one down fails its part alone."""
+    # every request reaches the upstreams: no recent fetch answers it
+    orders_state = await make_orders_state(protocol={"part_fetches": {"recent_memo_bytes": 0}})
+    orderid = await create_order_id(emulator, unique, status="driving")
+    for failing, upstream in PART_UPSTREAMS.items():
+        await set_fault(emulator, upstream, "error500")
+        try:
+            for name in PART_UPSTREAMS:
+                answer = await fetch(
+                    orders_state,
+                    unique,
+                    f"/mlutp/v1/taxi/{name}",
+                    {"orders": [{"orderid": orderid}]},
+                )
+                [part] = answer["orders"]
+                if name == failing:
+                    assert part == {"orderid": orderid, "error": {"update_status": "stale"}}
+                else:
+                    assert "error" not in part and len(part) > 2, (failing, name)
+        finally:
+            await set_fault(emulator, upstream, "ok")
+
+
+async def test_parts_of_one_document_fetched_together_cost_the_upstream_one_call(
+    orders_state: TestClient, emulator: TestClient, unique: str
+):
+    """Parts served from one upstream document (the deprecated layout's, both from totw)
+    share one call when fetched together."""
+    orderid = await create_order_id(emulator, unique, status="driving")
+    await set_fault(emulator, "totw", "slow", 200)
+    try:
+        before = await calls(emulator, "totw")
+        answers = await asyncio.gather(
+            *(
+                fetch(
+                    orders_state,
+                    unique,
+                    f"/mlutp/v0/taxi/{name}",
+                    {"orders": [{"orderid": orderid}]},
+                )
+                for name in ("main", "static")
+            )
+        )
+        assert await calls(emulator, "totw") - before == 1
+    finally:
+        await set_fault(emulator, "totw", "ok")
+    for answer in answers:
+        [part] = answer["orders"]
+        assert len(part) > 2 and decode_tag(part["tag"]) is not None
 
 
 async def test_fetches_of_different_users_are_never_shared(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     orderid = await create_order_id(emulator, unique, status="driving")
-    await set_fault(emulator, "totw", "slow", 200)
+    await set_fault(emulator, ORDER_CORE, "slow", 200)
     body = {"orders": [{"orderid": orderid}]}
     mine, theirs = await asyncio.gather(
         fetch(orders_state, unique, FAST, body), fetch(orders_state, f"{unique}-x", FAST, body)
@@ -426,7 +507,11 @@ async def test_a_client_forcing_and_fetching_as_fast_as_it_can_costs_one_call_pe
     second from one order. A repeat fetch of an order whose content tags have not changed is
     answered from the fetch made less than a min TTL before; a real change is fetched."""
     orderid = await create_order_id(emulator, unique, status="driving")
-    before = await calls(emulator, "totw")
+    # each part's own upstream
+    before = {
+        upstream: await calls(emulator, upstream)
+        for upstream in (PART_UPSTREAMS["fast_info"], PART_UPSTREAMS["rarely_changed"])
+    }
     started = time.monotonic()
     tags: dict[str, str] = {}
     rounds = 40
@@ -439,8 +524,9 @@ async def test_a_client_forcing_and_fetching_as_fast_as_it_can_costs_one_call_pe
             )
             tags[name] = body["orders"][0]["tag"]
     elapsed_s = time.monotonic() - started
-    made = await calls(emulator, "totw") - before
-    assert made <= 1 + int(elapsed_s / MIN_TTL_S), (made, elapsed_s, 2 * rounds)
+    for upstream, first in before.items():
+        made = await calls(emulator, upstream) - first
+        assert made <= 1 + int(elapsed_s / MIN_TTL_S), (upstream, made, elapsed_s, rounds)
 
     # a change (data, then tag) is fetched at once, however recent the last fetch
     changed = await change(emulator, "taxi", orderid, {"eta": {"minutes": 7}})
@@ -457,7 +543,7 @@ async def test_varying_what_the_answer_does_not_depend_on_buys_no_upstream_call(
     of 60 fetches to totw. The memo is keyed by the upstream, the order and the user."""
     orderid = await create_order_id(emulator, unique, status="driving")
     await fetch(orders_state, unique, FAST, {"orders": [{"orderid": orderid}]})
-    before = await calls(emulator, "totw")
+    before = await calls(emulator, ORDER_CORE)
     started = time.monotonic()
     for index in range(20):
         for body, headers in [
@@ -469,14 +555,14 @@ async def test_varying_what_the_answer_does_not_depend_on_buys_no_upstream_call(
             assert answer["orders"][0]["status"] == "driving"
     elapsed_s = time.monotonic() - started
     # at most one call per min TTL (the recent memo's life), not one per request
-    assert await calls(emulator, "totw") - before <= int(elapsed_s / MIN_TTL_S) + 1
+    assert await calls(emulator, ORDER_CORE) - before <= int(elapsed_s / MIN_TTL_S) + 1
 
 
 async def test_a_forwarded_header_with_bytes_past_ascii_is_refused_never_altered(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     orderid = await create_order_id(emulator, unique, status="driving")
-    before = await calls(emulator, "totw")
+    before = await calls(emulator, ORDER_CORE)
     for name in ("User-Agent", "Accept-Language", "X-Request-Id"):
         status, answer_headers, payload = await raw_post(
             orders_state,
@@ -489,7 +575,7 @@ async def test_a_forwarded_header_with_bytes_past_ascii_is_refused_never_altered
         assert error["code"] == "bad_header" and name in error["message"]
         # the response's request id is one the server made, not the refused one
         assert b"\xff" not in answer_headers[b"x-request-id"]
-    assert await calls(emulator, "totw") == before
+    assert await calls(emulator, ORDER_CORE) == before
 
 
 async def test_a_late_slow_part_upstream_holds_neither_fast_info_nor_the_poll(

@@ -54,7 +54,8 @@ async def state(
     )
     kwargs["upstreams"] = UpstreamSettings(
         emulator_url=str(emulator_server.make_url("")),
-        part_upstream_urls={"totw": str(fake_upstream.make_url("/3.0/taxiontheway"))},
+        # fast_info's own upstream, the order core
+        part_upstream_urls={"order_core": str(fake_upstream.make_url("/3.0/taxiontheway"))},
     )
     return await aiohttp_client(create_app(OrdersStateSettings(**kwargs)))
 

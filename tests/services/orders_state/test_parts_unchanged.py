@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from shared.protocol.tags import decode_tag
-from tests.emulator_api import advance, calls, create_order_id
+from tests.emulator_api import ORDER_CORE, advance, calls, create_order_id
 from tests.helpers import MakeApp
 
 FAST = "/mlutp/v1/taxi/fast_info"
@@ -35,11 +35,11 @@ async def test_a_part_whose_tag_is_current_is_unchanged_with_no_upstream_call_an
     orderid = await create_order_id(emulator, unique, status="driving")
     full = await part(unmemoised, unique, orderid)
     [fetched] = json.loads(full)["orders"]
-    before = await calls(emulator, "totw")
+    before = await calls(emulator, ORDER_CORE)
     again = await part(unmemoised, unique, orderid, fetched["tag"])
     [answered] = json.loads(again)["orders"]
     assert set(answered) == {"orderid", "tag", "unchanged"} and answered["unchanged"] is True
-    assert await calls(emulator, "totw") == before
+    assert await calls(emulator, ORDER_CORE) == before
     # a new tag of the same content: the app keeps its fields under it
     held, renewed = decode_tag(fetched["tag"]), decode_tag(answered["tag"])
     assert held is not None and renewed is not None
@@ -55,10 +55,10 @@ async def test_a_part_whose_content_changed_since_its_tag_is_sent_in_full(
     orderid = await create_order_id(emulator, unique, status="driving")
     [fetched] = json.loads(await part(unmemoised, unique, orderid))["orders"]
     await advance(emulator, "taxi", orderid)
-    before = await calls(emulator, "totw")
+    before = await calls(emulator, ORDER_CORE)
     [answered] = json.loads(await part(unmemoised, unique, orderid, fetched["tag"]))["orders"]
     assert "unchanged" not in answered and answered["status"] != fetched["status"]
-    assert await calls(emulator, "totw") == before + 1
+    assert await calls(emulator, ORDER_CORE) == before + 1
 
 
 async def test_another_user_naming_the_order_with_its_current_tag_learns_nothing(

@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
 from shared.embedded_redis import EmbeddedRedis
-from tests.emulator_api import create_order_id
+from tests.emulator_api import ORDER_CORE, create_order_id
 from tests.services.orders_state.process import orders_state_process
 
 
@@ -20,12 +20,12 @@ async def test_sigterm_finishes_the_request_in_flight(
     emulator_server: TestServer,
     emulator: TestClient,
     unique: str,
-    totw_received: asyncio.Event,
+    order_core_received: asyncio.Event,
 ) -> None:
     async with orders_state_process(order_tags_server, emulator_server) as (url, process):
         orderid = await create_order_id(emulator, unique, status="driving")
         await emulator.post(
-            "/emulator/v1/faults", json={"target": "totw", "mode": "slow", "delay_ms": 700}
+            "/emulator/v1/faults", json={"target": ORDER_CORE, "mode": "slow", "delay_ms": 700}
         )
         async with aiohttp.ClientSession() as session:
             in_flight = asyncio.create_task(
@@ -36,7 +36,7 @@ async def test_sigterm_finishes_the_request_in_flight(
                 )
             )
             async with asyncio.timeout(10):
-                await totw_received.wait()
+                await order_core_received.wait()
             process.send_signal(signal.SIGTERM)
             response = await in_flight
             assert response.status == 200
