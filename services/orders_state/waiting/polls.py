@@ -45,6 +45,7 @@ from shared.protocol.waiting import (
     Moment,
     Verdict,
     WaitCause,
+    WaitingConfig,
     lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
@@ -65,26 +66,6 @@ class WaitedAnswer:
     result: LookResult
     # None for a poll that did not ask to wait
     cause: WaitCause | None
-
-
-@dataclass(frozen=True)
-class WaitingConfig:
-    """Built from the settings (waiting/setup.py: waiting_config), which say why each
-    number is what it is."""
-
-    max_waiting: int
-    # one user's waiting polls at once (a few devices, a few tabs): one user cannot take the cap
-    max_waiting_per_user: int
-    # how long subscribing to the orders' channels may take before the poll gives up waiting
-    subscribe_deadline_s: float
-    # after a wake-up, look again this much later: the writes of one burst (a feature writing
-    # several parts, changes made in one go) come as one answer and one round of part fetches
-    wakeup_settle_s: float
-    # past the cap, the interval given grows by this much (load shedding)
-    shed_factor: float
-    interval_max_ms: int
-    # hold a re-poll from its client's last look while nothing changed (the watch cache)
-    watch_cache: bool
 
 
 class _Wait:
