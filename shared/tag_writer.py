@@ -68,8 +68,9 @@ class _Turn:
 
 
 class TagWriter:
-    """Sends the tag writes recorded in `outbox` to `store`, at least once: `record` then
-    `deliver_*` (or `write_*`, both at once) for each write, `start` the retries once."""
+    """Sends the tag writes recorded in `outbox` to `store`, at least once: `record` each
+    write in the same step as its data change, then `deliver_*` it; `start` the retries
+    once."""
 
     def __init__(
         self,
@@ -98,7 +99,6 @@ class TagWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
         self._warnings = Sparse()
-        self._emptied = asyncio.Event()
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -128,21 +128,7 @@ class TagWriter:
         """The inline attempt of a recorded list bump: whether it landed (False: kept)."""
         return await self._deliver(key) is not None
 
-    async def write_order(self, key: OrderKey, write: OrderWrite) -> dict[str, str] | None:
-        self.record(key, write)
-        return await self.deliver_order(key)
-
-    async def write_list(self, key: ListKey, write: ListWrite | None = None) -> bool:
-        self.record(key, write or ListWrite())
-        return await self.deliver_list(key)
-
     # --- what is pending --------------------------------------------------------------------
-
-    async def drained(self) -> None:
-        """Until no write is pending: a test's moment, or a shutdown's that can wait."""
-        while self.outbox.pending:
-            self._emptied.clear()
-            await self._emptied.wait()
 
     def oldest_age_s(self) -> float:
         return self.outbox.oldest_age_s(_now())
@@ -330,8 +316,6 @@ class TagWriter:
 
     def _forget(self, key: Key) -> None:
         del self.outbox.pending[key]
-        if not self.outbox.pending:
-            self._emptied.set()
 
     def _fold(self, pending: Pending) -> None:
         """What was recorded while an attempt was in flight goes after what the attempt left."""

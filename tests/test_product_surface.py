@@ -16,15 +16,6 @@ PRODUCT = ("services", "shared")
 USERS = ("emulator", "demo", "benchmarks")
 TOOLS = ("devtools", "tests")
 
-# name → why a product class has it though only the tests use it
-ONLY_TESTED = {
-    # the writers' library (docs/protocol.md: Feature data and user changes) for writers
-    # outside this repository: record and deliver in one call, and waiting for the outbox
-    "write_order": "shared/tag_writer.py: TagWriter",
-    "write_list": "shared/tag_writer.py: TagWriter",
-    "drained": "shared/tag_writer.py: TagWriter",
-}
-
 
 def modules(*packages: str) -> list[Path]:
     return sorted(path for package in packages for path in (ROOT / package).rglob("*.py"))
@@ -142,16 +133,7 @@ def test_no_product_member_is_used_only_by_the_tooling_or_the_tests() -> None:
     }
     by_product = set().union(*map(names_used, modules(*PRODUCT, *USERS)))
     by_tools = set().union(*map(names_used, modules(*TOOLS)))
-    unexplained = only_tools_use(
-        {name: owner for name, owner in defined.items() if name not in ONLY_TESTED},
-        by_product,
-        by_tools,
-    )
-    assert unexplained == []
-    # each reason still stands
-    assert only_tools_use(
-        {name: defined[name] for name in ONLY_TESTED}, by_product, by_tools
-    ) == sorted(f"{owner}.{name}" for name, owner in ONLY_TESTED.items())
+    assert only_tools_use(defined, by_product, by_tools) == []
 
 
 def test_the_checker_sees_a_member_only_a_tool_uses(tmp_path: Path) -> None:

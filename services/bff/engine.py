@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 import msgspec
 
 from services.bff.known_orders import ParsedKnownOrder
-from services.bff.listings import Listings, current_answers, lagging_orders
+from services.bff.listings import Listings
 from services.bff.metrics import BffMetrics
 from services.bff.monotonic_reads import VersionChecks, behind, echoed_versions
 from services.bff.observer import UNOBSERVED, LookObserver
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
-from services.bff.source_calls import SourceCalls
+from services.bff.source_calls import SourceCalls, Sources
 from services.bff.stale_orders import placed_by, stale_order
 from services.bff.stored_tags import stored_tags
 from services.bff.tag_cache import TagCache, TagsRead
@@ -38,7 +38,6 @@ from shared.protocol.allowed_changes import (
 from shared.protocol.interval import polling_interval_ms
 from shared.protocol.look import (
     EngineConfig,
-    answers_to_keep,
     look_degraded,
     source_lagging,
     stays_stale,
@@ -46,7 +45,6 @@ from shared.protocol.look import (
 )
 from shared.protocol.need_request import CacheState, decide_parts
 from shared.protocol.ordering import (
-    canonical_key,
     merge_orders,
 )
 from shared.protocol.policy_versions import versions_of_client, versions_to_hold
@@ -80,23 +78,6 @@ class LookResult:
         return self.degraded or self.source_lagging
 
 
-@dataclass(frozen=True)
-class _Sources:
-    """What one look's sources said, asked now or kept."""
-
-    asked: dict[str, SourceResponse | None]
-    # the answers of the available services, asked or kept
-    available: dict[str, SourceResponse]
-    # the orders they list in canonical order, but those given older than their client echoed
-    listed: list[tuple[str, SourceOrder]]
-    # known orders their available source does not list yet, within the created grace
-    not_listed_yet: set[OrderKey]
-    # known orders an answer gives older than their client echoed
-    behind: set[OrderKey]
-    # the services whose just-asked answer is current (not lagging)
-    current: set[str]
-
-
 class OrdersStateEngine:
     def __init__(
         self,
@@ -119,9 +100,11 @@ class OrdersStateEngine:
         self.overload = overload
         self.rng = rng or random.Random()
         self.observer = observer
-        self.source_calls = SourceCalls(sources, metrics)
         self.listings = Listings(
             tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
+        )
+        self.source_calls = SourceCalls(
+            sources, metrics, self.listings, created_grace_ms=config.created_grace_ms
         )
         self.version_checks = VersionChecks(config.timings.min_ttl_ms)
 
@@ -235,7 +218,9 @@ class OrdersStateEngine:
         # the versions the client echoed: no order is answered older (monotonic reads)
         echoed = echoed_versions(poll.known_orders)
         read, kept = await self._read(poll, echoed)
-        sources = await self._ask(poll, versions, echoed, read, kept)
+        sources = await self.source_calls.ask(
+            poll, versions, echoed, read, kept, listed_services=self.listed_services(poll)
+        )
         actual, due_at_ms, tag_store_up = await self._decide(poll, versions, read, sources)
         orders = self._merge(poll, sources, actual)
         degraded = look_degraded(
@@ -298,65 +283,8 @@ class OrdersStateEngine:
             del kept[service]
         return read, kept
 
-    async def _ask(
-        self,
-        poll: Poll,
-        versions: dict[str, str],
-        echoed: Mapping[OrderKey, int],
-        read: TagsRead | None,
-        kept: dict[str, SourceResponse],
-    ) -> _Sources:
-        """Ask: every queried source a kept answer does not stand for, told the list tag read
-        before the call; which answers are current, which known orders their sources do not
-        list yet or give older than echoed; the current answers kept for later polls."""
-        # the list tag read before each source is asked: it serves data at least that new
-        list_tags = (
-            {service: entry.tag for service, entry in read.lists.items()}
-            if read is not None
-            else {}
-        )
-        asked, shared = await self.source_calls.ask(
-            [service for service in poll.services if service not in kept], poll, versions, list_tags
-        )
-        answers: dict[str, SourceResponse | None] = {**asked, **kept}
-        available = {service: answer for service, answer in answers.items() if answer is not None}
-        listed = sorted(
-            ((service, order) for service, answer in available.items() for order in answer.orders),
-            key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
-        )
-        listed_keys = {OrderKey(service, order.orderid) for service, order in listed}
-        not_listed_yet = lagging_orders(
-            poll,
-            read,
-            available,
-            listed_keys,
-            now_ms=int(time.time() * 1000),
-            grace_ms=self.config.created_grace_ms,
-        )
-        # an order its answer gives older than the client echoed: the source lags, the order
-        # is stale (its echo), and the answer (a kept one, or a fresh one still older) is used
-        # for this poll alone
-        older = behind(available, echoed)
-        listed = [
-            (service, order)
-            for service, order in listed
-            if OrderKey(service, order.orderid) not in older
-        ]
-        current = current_answers(asked, list_tags, not_listed_yet) - {key.service for key in older}
-        self.listings.keep(
-            poll.user_id,
-            read,
-            answers_to_keep(
-                asked,
-                current=current,
-                with_list_tags=self.listed_services(poll),
-                shared=shared,
-            ),
-        )
-        return _Sources(asked, available, listed, not_listed_yet, older, current)
-
     async def _decide(
-        self, poll: Poll, versions: dict[str, str], read: TagsRead | None, sources: _Sources
+        self, poll: Poll, versions: dict[str, str], read: TagsRead | None, sources: Sources
     ) -> tuple[list[AnsweredOrder], int | None, bool]:
         """Decide: the listed orders' stored tags (the missing ones made for the orders of
         current answers), then each order's parts by the client's tags and the stored ones.
@@ -399,7 +327,7 @@ class OrdersStateEngine:
         return [order for order, _ in decided], due_at_ms, cache.available
 
     def _merge(
-        self, poll: Poll, sources: _Sources, actual: list[AnsweredOrder]
+        self, poll: Poll, sources: Sources, actual: list[AnsweredOrder]
     ) -> list[AnsweredOrder]:
         """Merge: the actual orders with the known orders that stay stale, in canonical
         order (docs/protocol.md: Orders and their order)."""

@@ -6,7 +6,8 @@ fetch, never a lost update: the data is at least as new as the tag says.
 
 A part whose data the shared part cache (services.bff.part_cache) keeps for the requesting
 user, the same question to the upstream and the content tag current now is answered from it,
-on any replica, with no upstream call (docs/protocol.md: Part endpoints, stage 4).
+on any replica, with no upstream call (docs/protocol.md: Part endpoints, stage 4; that step is
+services.bff.part_cache_step's).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import msgspec
@@ -23,83 +22,24 @@ import msgspec
 from services.bff.fetch_memo import FetchMemo, Remembered
 from services.bff.field_cut import FieldCut
 from services.bff.metrics import BffMetrics
+from services.bff.order_fetch import NOT_READ, FetchKey, OrderFetch, Preread, StartedFetch
+from services.bff.part_cache_step import PartCacheStep
 from services.bff.part_request import RequestedOrder
 from services.bff.poll import Caller
 from services.bff.ports import (
     Fetched,
     FetchOutcome,
-    KeptPart,
     OrderSource,
-    PartKey,
     PartUpstream,
     SharedParts,
     error_part,
 )
-from services.bff.tag_cache import StoredTags, TagCache
+from services.bff.tag_cache import TagCache
 from shared.policy import PartEndpoint, PollingPolicy
-from shared.protocol.parts import kept_part_serves, part_unchanged, upstream_params_digest
+from shared.protocol.parts import part_unchanged, upstream_params_digest
 from shared.protocol.route import route_orderid
 from shared.protocol.tags import encode_tag, upstream_content_tags
 from shared.wire import OrderKey, PartData
-
-
-@dataclass(frozen=True)
-class FetchKey:
-    """What makes two part requests one fetch: the same upstream, order and user. What else
-    the request carries (its other fields, User-Agent, Accept-Language) is the same client's
-    choice within a memo's few seconds: varying it must not buy an upstream call more, or a
-    client could make the part upstreams' load whatever it likes."""
-
-    upstream: str
-    service: str
-    orderid: str
-    user_id: str
-
-
-@dataclass
-class OrderFetch:
-    """One read of an order's content tags, then one upstream call for it."""
-
-    fetched: asyncio.Future[Fetched]
-    stored: dict[str, str] | None = None
-    cache_available: bool = False
-    issued_ms: int = 0
-    # the content tags the requests joined in it hold, by part: the upstream call carries
-    # those of the requests that joined before it was sent (a later one gets data at least
-    # as new as the tags read before the call, which are never older than its own)
-    content_tags: dict[str, str] = field(default_factory=dict)
-    # the parts the requests joined before the call ask for: the call asks for data at least
-    # as new as their stored content tags
-    parts: set[str] = field(default_factory=set)
-    # the digest of the parameters its upstream call was sent, and whether the call was
-    # made (not answered by a memo): a joined request asking another question shares the
-    # answer, but it is kept only under the question asked
-    params: str = ""
-    called: bool = False
-
-
-@dataclass(frozen=True)
-class StartedFetch:
-    """A fetch this request started (the others it joined)."""
-
-    order: RequestedOrder
-    fetch: OrderFetch
-    key: FetchKey
-
-
-class NotRead(Enum):
-    """A part request whose orders' tags were not read before its fetches (none held a
-    tag): the fetch reads them."""
-
-    NOT_READ = "not read"
-
-
-NOT_READ = NotRead.NOT_READ
-# what a part answer holds beside the part's fields
-_ENVELOPE = frozenset({"orderid", "tag"})
-# what a part request read of its orders' tags before its fetches: the tags, None (the tag
-# cache unavailable), or nothing yet
-Preread = StoredTags | None | NotRead
 
 
 class PartService:
@@ -129,8 +69,11 @@ class PartService:
         # with it up: one per order per min TTL while the order's content tags stay the same
         self.recent_memo = recent_memo
         # part data kept for every replica (None: no shared cache, the memos alone)
-        self.shared_parts = shared_parts
-        self.shared_ttl_ms = shared_ttl_ms
+        self.part_cache = (
+            PartCacheStep(shared_parts, tag_cache, metrics, ttl_ms=shared_ttl_ms)
+            if shared_parts is not None
+            else None
+        )
         self._in_flight: dict[FetchKey, OrderFetch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = {
@@ -190,7 +133,15 @@ class PartService:
         preread, unchanged = await self._unchanged(endpoint, orders, caller, now_ms)
         rest = [order for order in orders if order.orderid not in unchanged]
         params = upstream_params_digest(other_fields, caller.headers)
-        preread, kept = await self._kept(endpoint, rest, params, caller, preread)
+        kept: dict[str, PartData] = {}
+        if self.part_cache is not None:
+            preread, hits = await self.part_cache.kept(endpoint, rest, params, caller, preread)
+            kept = {
+                orderid: self._part(
+                    endpoint, orderid, Fetched(FetchOutcome.OK, hit.fields), content, hit.issued_ms
+                )
+                for orderid, (content, hit) in hits.items()
+            }
         fetched = await self._fetch(
             endpoint,
             [order for order in rest if order.orderid not in kept],
@@ -204,95 +155,6 @@ class PartService:
             unchanged.get(order.orderid) or kept.get(order.orderid) or fetched[order.orderid]
             for order in orders
         ]
-
-    async def _kept(
-        self,
-        endpoint: PartEndpoint,
-        orders: Sequence[RequestedOrder],
-        params: str,
-        caller: Caller,
-        preread: Preread,
-    ) -> tuple[Preread, dict[str, PartData]]:
-        """The orders whose part the shared cache keeps for this user and question under the
-        content tag current now (shared.protocol.parts.kept_part_serves), answered from it
-        with the tag of its fetch. The tags are read first (the read the fetches of the rest
-        use): the cache is asked only under a content tag read before."""
-        if self.shared_parts is None or not orders:
-            return preread, {}
-        if preread is NOT_READ:
-            preread = await self.tag_cache.get(
-                [OrderKey(endpoint.service, order.orderid) for order in orders]
-            )
-        if preread is None:
-            return None, {}
-        part_name = endpoint.rule.part_name
-        asked = [
-            (order, content)
-            for order in orders
-            if (
-                content := (preread.get(OrderKey(endpoint.service, order.orderid)) or {}).get(
-                    part_name
-                )
-            )
-            is not None
-        ]
-        if not asked:
-            return preread, {}
-        found = await self.shared_parts.get(
-            [
-                PartKey(endpoint.service, order.orderid, part_name, caller.user_id, params)
-                for order, _ in asked
-            ]
-        )
-        now_ms = int(time.time() * 1000)
-        parts: dict[str, PartData] = {}
-        for (order, content), kept in zip(asked, found, strict=True):
-            served = kept is not None and kept_part_serves(
-                kept.content,
-                kept.issued_ms,
-                content,
-                now_ms=now_ms,
-                ttl_ms=self.shared_ttl_ms,
-            )
-            self._count_shared(endpoint, "hit" if served else "miss")
-            if kept is not None and served:
-                parts[order.orderid] = self._part(
-                    endpoint,
-                    order.orderid,
-                    Fetched(FetchOutcome.OK, kept.fields),
-                    content,
-                    kept.issued_ms,
-                )
-        return preread, parts
-
-    def _count_shared(self, endpoint: PartEndpoint, outcome: str) -> None:
-        self.metrics.part_cache.labels(endpoint.service, endpoint.rule.part_name, outcome).inc()
-
-    async def _keep(
-        self,
-        endpoint: PartEndpoint,
-        kept: Sequence[tuple[str, OrderFetch, PartData]],
-        caller: Caller,
-    ) -> None:
-        """The parts this request's upstream calls answered, kept for every replica under the
-        content tag read before each call and the question the call asked."""
-        if self.shared_parts is None or not kept:
-            return
-        part_name = endpoint.rule.part_name
-        entries = []
-        for orderid, fetch, part in kept:
-            content = fetch.stored.get(part_name) if fetch.stored else None
-            if content is None:
-                continue
-            fields = {name: value for name, value in part.items() if name not in _ENVELOPE}
-            entries.append(
-                (
-                    PartKey(endpoint.service, orderid, part_name, caller.user_id, fetch.params),
-                    KeptPart(content, fetch.issued_ms, msgspec.json.encode(fields)),
-                )
-            )
-            self._count_shared(endpoint, "stored")
-        await self.shared_parts.put(entries)
 
     async def _unchanged(
         self,
@@ -401,7 +263,8 @@ class PartService:
                 and "tag" in parts[order.orderid]
             ):
                 to_keep.append((order.orderid, fetch, parts[order.orderid]))
-        await self._keep(endpoint, to_keep, caller)
+        if self.part_cache is not None:
+            await self.part_cache.keep(endpoint, to_keep, caller)
         return parts
 
     async def _run(

@@ -1,21 +1,30 @@
-"""A look's calls to the order sources: each source told the client's known orders of its
-service (with the content tags the client holds) and the list tag read before the call; the
-calls of one user's polls that read the same list tag joined into one (docs/protocol.md: List
-tags)."""
+"""A look's sources, asked now or kept (docs/protocol.md: List tags): each source a kept answer
+does not stand for is asked, told the client's known orders of its service (with the content
+tags the client holds) and the list tag read before the call, the calls of one user's polls
+that read the same list tag joined into one; then which answers are current, which known
+orders their sources do not list yet or give older than their client echoed, and the current
+answers kept for later polls."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from services.bff.coalesce import Coalesced
 from services.bff.known_orders import ParsedKnownOrder
+from services.bff.listings import Listings, current_answers, lagging_orders
 from services.bff.metrics import BffMetrics
+from services.bff.monotonic_reads import behind
 from services.bff.poll import Poll
 from services.bff.ports import OrderSource
+from services.bff.tag_cache import TagsRead
+from shared.protocol.look import answers_to_keep
+from shared.protocol.ordering import canonical_key
 from shared.protocol.tags import known_content_tags
-from shared.upstream_wire import SourceKnownOrder, SourceResponse
+from shared.upstream_wire import SourceKnownOrder, SourceOrder, SourceResponse
+from shared.wire import OrderKey
 
 
 def known_by_source(
@@ -37,14 +46,99 @@ def known_by_source(
     return told
 
 
+@dataclass(frozen=True)
+class Sources:
+    """What one look's sources said, asked now or kept."""
+
+    asked: dict[str, SourceResponse | None]
+    # the answers of the available services, asked or kept
+    available: dict[str, SourceResponse]
+    # the orders they list in canonical order, but those given older than their client echoed
+    listed: list[tuple[str, SourceOrder]]
+    # known orders their available source does not list yet, within the created grace
+    not_listed_yet: set[OrderKey]
+    # known orders an answer gives older than their client echoed
+    behind: set[OrderKey]
+    # the services whose just-asked answer is current (not lagging)
+    current: set[str]
+
+
 class SourceCalls:
-    def __init__(self, sources: Mapping[str, OrderSource], metrics: BffMetrics) -> None:
+    def __init__(
+        self,
+        sources: Mapping[str, OrderSource],
+        metrics: BffMetrics,
+        listings: Listings,
+        *,
+        created_grace_ms: int,
+    ) -> None:
         self.sources = sources
         self.metrics = metrics
+        self.listings = listings
+        self.created_grace_ms = created_grace_ms
         # the source calls in flight per (service, user, list tag read)
         self._asking: Coalesced[tuple[str, str, str], SourceResponse | None] = Coalesced()
 
     async def ask(
+        self,
+        poll: Poll,
+        versions: Mapping[str, str],
+        echoed: Mapping[OrderKey, int],
+        read: TagsRead | None,
+        kept: Mapping[str, SourceResponse],
+        *,
+        listed_services: Sequence[str],
+    ) -> Sources:
+        """Ask: every queried source a kept answer does not stand for, told the list tag read
+        before the call; which answers are current, which known orders their sources do not
+        list yet or give older than echoed; the current answers kept for later polls."""
+        # the list tag read before each source is asked: it serves data at least that new
+        list_tags = (
+            {service: entry.tag for service, entry in read.lists.items()}
+            if read is not None
+            else {}
+        )
+        asked, shared = await self._call(
+            [service for service in poll.services if service not in kept], poll, versions, list_tags
+        )
+        answers: dict[str, SourceResponse | None] = {**asked, **kept}
+        available = {service: answer for service, answer in answers.items() if answer is not None}
+        listed = sorted(
+            ((service, order) for service, answer in available.items() for order in answer.orders),
+            key=lambda item: canonical_key(item[1].created_at, item[0], item[1].orderid),
+        )
+        listed_keys = {OrderKey(service, order.orderid) for service, order in listed}
+        not_listed_yet = lagging_orders(
+            poll,
+            read,
+            available,
+            listed_keys,
+            now_ms=int(time.time() * 1000),
+            grace_ms=self.created_grace_ms,
+        )
+        # an order its answer gives older than the client echoed: the source lags, the order
+        # is stale (its echo), and the answer (a kept one, or a fresh one still older) is used
+        # for this poll alone
+        older = behind(available, echoed)
+        listed = [
+            (service, order)
+            for service, order in listed
+            if OrderKey(service, order.orderid) not in older
+        ]
+        current = current_answers(asked, list_tags, not_listed_yet) - {key.service for key in older}
+        self.listings.keep(
+            poll.user_id,
+            read,
+            answers_to_keep(
+                asked,
+                current=current,
+                with_list_tags=listed_services,
+                shared=shared,
+            ),
+        )
+        return Sources(asked, available, listed, not_listed_yet, older, current)
+
+    async def _call(
         self,
         services: Sequence[str],
         poll: Poll,

@@ -1,3 +1,10 @@
+"""orders_state's settings: the client-facing services' (services/bff/config.py), and the
+waiting polls'. As there, each number has one home: a number of the waiting polls' config
+dataclasses (shared.protocol.waiting's WaitingConfig and WakeupTimings) is their own default,
+with its reason beside it, which the setting reads. These settings build nothing:
+services/orders_state/waiting/setup.py maps them to those objects, for the service and the
+simulation alike."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -5,50 +12,21 @@ from pydantic_settings import SettingsConfigDict
 
 from services.bff.config import BffSettings
 from shared.config import DEFAULT_PORTS, RedisSettings, variable
-
-# -- Waiting polls (services/orders_state/waiting)
-# waiting polls of one user held at once (its devices, its app's tabs); past it that user's
-# polls answer at once, interval grown, so one user cannot take the whole cap
-MAX_WAITING_PER_USER = 8
-# a channel no poll waits on stays subscribed this long: the client's next poll (an
-# interval later, 5 s for most statuses) waits on the same orders right away
-WAKEUP_LINGER_S = 5.0
-# after a wake-up a waiting poll looks again this much later, so a burst of writes to one
-# order is one answer. Off: with the emulator's change profile a window left heavy calls per
-# change as they were and cost its length in freshness (docs/loadtest-results.md: A settle
-# window after wake-ups)
-WAKEUP_SETTLE_S = 0.0
-# how long a poll may take to subscribe to its orders' channels before it answers at once
-# (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
-# burst of polls the confirmations queue behind the process's own event loop
-WAKEUP_SUBSCRIBE_DEADLINE_S = 0.5
-# an idle pub/sub connection sends a PING this often: a Redis `timeout` (common on managed
-# Redis) never closes it, and one that stopped answering is dropped and made again after
-# two periods of silence
-WAKEUP_KEEPALIVE_S = 5.0
-# past the cap of waiting polls, the interval given grows by this much (load shedding)
-WAITING_SHED_FACTOR = 2.0
-# hold a waiting re-poll from its client's last look while nothing changed (the watch cache,
-# docs/protocol.md: Waiting poll): a waiting re-poll with nothing new costs a third of a look
-# (docs/capacity.md: The watch cache). A wake-up lost on a live connection (a write made
-# around order_tags) is then seen at the next full look, within 0.75 × list_max_age, not one
-# wait; a service without list tags is asked on every poll all the same. The default of
-# ORDERS_STATE_WATCH_CACHE: off, every waiting poll looks (an operator whose writers bypass
-# order_tags may want that)
-WATCH_CACHE = True
+from shared.protocol.waiting import WaitingConfig, WakeupTimings
 
 
 class WaitingSettings(BaseModel):
-    """The waiting polls' numbers but their cap (an operator's variable)."""
+    """The waiting polls' numbers but their cap and the watch cache (an operator's variables);
+    shared.protocol.waiting's WaitingConfig and WakeupTimings say why each is what it is."""
 
     model_config = ConfigDict(frozen=True)
 
-    max_per_user: int = Field(MAX_WAITING_PER_USER, ge=1)
+    max_per_user: int = Field(WaitingConfig.max_waiting_per_user, ge=1)
     # > 0: the sweeper sleeps about this long between sweeps (0 spun a core)
-    linger_s: float = Field(WAKEUP_LINGER_S, gt=0)
-    settle_s: float = Field(WAKEUP_SETTLE_S, ge=0, le=5)
-    subscribe_deadline_s: float = Field(WAKEUP_SUBSCRIBE_DEADLINE_S, gt=0)
-    keepalive_s: float = Field(WAKEUP_KEEPALIVE_S, gt=0)
+    linger_s: float = Field(WakeupTimings.linger_s, gt=0)
+    settle_s: float = Field(WaitingConfig.wakeup_settle_s, ge=0, le=5)
+    subscribe_deadline_s: float = Field(WaitingConfig.subscribe_deadline_s, gt=0)
+    keepalive_s: float = Field(WakeupTimings.keepalive_s, gt=0)
 
 
 class OrdersStateSettings(BffSettings):
@@ -61,8 +39,8 @@ class OrdersStateSettings(BffSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     # waiting polls one process holds at most (each costs memory: docs/capacity.md); past it polls
     # answer at once, interval grown
-    max_waiting: int = variable(10_000, env="MLUTP_MAX_WAITING", ge=0)
+    max_waiting: int = variable(WaitingConfig.max_waiting, env="MLUTP_MAX_WAITING", ge=0)
     # waiting re-polls held from their client's last look while nothing changed (the watch
     # cache); off, every waiting poll looks
-    watch_cache: bool = variable(WATCH_CACHE)
+    watch_cache: bool = variable(WaitingConfig.watch_cache)
     waiting: WaitingSettings = WaitingSettings()

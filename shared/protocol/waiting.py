@@ -11,11 +11,61 @@ from enum import Enum, StrEnum
 from typing import Protocol
 
 from shared.answer import AnsweredOrder, StaleOrder
+from shared.protocol.interval import IntervalRules
 from shared.wire import OrderKey
 
 MAX_WAIT_MS = 25_000
 # the random extra on a wait is at most wait_ms / 16: waits started together end apart
 WAIT_JITTER_DIVISOR = 16
+
+
+@dataclass(frozen=True)
+class WaitingConfig:
+    """The waiting polls' numbers; the settings (OrdersStateSettings and its `waiting`) read
+    their defaults from here."""
+
+    # waiting polls one process holds at most (MLUTP_MAX_WAITING; each costs memory:
+    # docs/capacity.md); past it polls answer at once, interval grown
+    max_waiting: int = 10_000
+    # waiting polls of one user held at once (its devices, its app's tabs); past it that user's
+    # polls answer at once, interval grown, so one user cannot take the whole cap
+    max_waiting_per_user: int = 8
+    # how long a poll may take to subscribe to its orders' channels before it answers at once
+    # (`unavailable`) instead of waiting: longer than a Redis command's deadline, since under a
+    # burst of polls the confirmations queue behind the process's own event loop
+    subscribe_deadline_s: float = 0.5
+    # after a wake-up a waiting poll looks again this much later, so a burst of writes to one
+    # order (a feature writing several parts, changes made in one go) is one answer and one
+    # round of part fetches. Off: with the emulator's change profile a window left heavy calls
+    # per change as they were and cost its length in freshness (docs/loadtest-results.md: A
+    # settle window after wake-ups)
+    wakeup_settle_s: float = 0.0
+    # past the cap of waiting polls, the interval given grows by this much (load shedding)
+    shed_factor: float = 2.0
+    # the longest interval: a client polls again within it (the settings' interval.max_ms)
+    interval_max_ms: int = IntervalRules.max_ms
+    # hold a waiting re-poll from its client's last look while nothing changed (the watch
+    # cache, docs/protocol.md: Waiting poll): a waiting re-poll with nothing new costs a third
+    # of a look (docs/capacity.md: The watch cache). A wake-up lost on a live connection (a
+    # write made around order_tags) is then seen at the next full look, within 0.75 ×
+    # list_max_age, not one wait; a service without list tags is asked on every poll all the
+    # same. The default of ORDERS_STATE_WATCH_CACHE: off, every waiting poll looks (an operator
+    # whose writers bypass order_tags may want that)
+    watch_cache: bool = True
+
+
+@dataclass(frozen=True)
+class WakeupTimings:
+    """The wake-ups' pub/sub numbers; the settings (OrdersStateSettings' `waiting`) read their
+    defaults from here."""
+
+    # a channel no poll waits on stays subscribed this long: the client's next poll (an
+    # interval later, 5 s for most statuses) waits on the same orders right away
+    linger_s: float = 5.0
+    # an idle pub/sub connection sends a PING this often: a Redis `timeout` (common on managed
+    # Redis) never closes it, and one that stopped answering is dropped and made again after
+    # two periods of silence
+    keepalive_s: float = 5.0
 
 
 def longest_poll_s(source_deadline_s: float, tags_deadline_s: float) -> float:

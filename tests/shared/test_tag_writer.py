@@ -27,6 +27,7 @@ from shared.web import METRICS
 from shared.wire import ListKey, OrderKey
 from tests.conftest import TEST_TOKEN
 from tests.helpers import stored_parts
+from tests.told_outbox import drained as outbox_drained
 
 # retries close together: a test waits a cap at most once its store is back
 SETTINGS = TagWriterSettings(backoff_base_s=0.02, backoff_cap_s=0.2)
@@ -78,11 +79,26 @@ def landed_calls(server: TestServer, route: str) -> float:
 
 
 async def drained(writer: TagWriter) -> None:
-    await asyncio.wait_for(writer.drained(), LANDS_WITHIN_S)
+    await outbox_drained(writer.outbox, LANDS_WITHIN_S)
+
+
+async def change_order(
+    writer: TagWriter, key: OrderKey, write: OrderWrite
+) -> dict[str, str] | None:
+    """A writer's change of an order's data, as the emulator's features make it: its tag write
+    recorded in the same step, then its inline attempt."""
+    writer.record(key, write)
+    return await writer.deliver_order(key)
+
+
+async def change_list(writer: TagWriter, key: ListKey, write: ListWrite) -> bool:
+    """A change of what a user's source lists: the list bump recorded, then attempted."""
+    writer.record(key, write)
+    return await writer.deliver_list(key)
 
 
 async def test_a_write_the_store_takes_lands_inline(writer: TagWriter, stored):
-    tags = await writer.write_order(ORDER, OrderWrite(sets={"full_info": "v1"}))
+    tags = await change_order(writer, ORDER, OrderWrite(sets={"full_info": "v1"}))
     assert tags == {"full_info": "v1"}
     # the caller answers after its tags are written: nothing left to retry
     assert stored(ORDER) == {"full_info": "v1"}
@@ -93,7 +109,7 @@ async def test_a_write_the_store_did_not_take_lands_once_it_is_back(
     writer: TagWriter, own_redis: EmbeddedRedis, stored
 ):
     own_redis.stop()
-    assert await writer.write_order(ORDER, OrderWrite(sets={"full_info": "v2"})) is None
+    assert await change_order(writer, ORDER, OrderWrite(sets={"full_info": "v2"})) is None
     snapshot = writer.snapshot()
     assert snapshot["pending"] == 1 and snapshot["failures"] >= 1
     own_redis.start()
@@ -107,9 +123,9 @@ async def test_a_later_write_never_overtakes_a_kept_one(
     writer: TagWriter, own_redis: EmbeddedRedis, stored
 ):
     own_redis.stop()
-    await writer.write_order(ORDER, OrderWrite(sets={"full_info": "v1", "eta": "v1"}))
+    await change_order(writer, ORDER, OrderWrite(sets={"full_info": "v1", "eta": "v1"}))
     # the data changed again: a bump of the part after the set that has not landed
-    assert await writer.write_order(ORDER, OrderWrite(bumps=("full_info",))) is None
+    assert await change_order(writer, ORDER, OrderWrite(bumps=("full_info",))) is None
     own_redis.start()
     await drained(writer)
     tags = stored(ORDER)
@@ -123,7 +139,7 @@ async def test_writes_of_one_order_kept_together_land_as_one(
 ):
     own_redis.stop()
     for version in range(1, 6):
-        await writer.write_order(ORDER, OrderWrite(sets={"full_info": f"v{version}"}))
+        await change_order(writer, ORDER, OrderWrite(sets={"full_info": f"v{version}"}))
         assert writer.snapshot()["pending"] == 1
     own_redis.start()
     await drained(writer)
@@ -135,7 +151,7 @@ async def test_concurrent_writes_of_one_order_land_in_the_order_they_were_made(
     writer: TagWriter, stored
 ):
     await asyncio.gather(
-        *(writer.write_order(ORDER, OrderWrite(sets={"full_info": f"v{n}"})) for n in range(20))
+        *(change_order(writer, ORDER, OrderWrite(sets={"full_info": f"v{n}"})) for n in range(20))
     )
     assert stored(ORDER) == {"full_info": "v19"}
 
@@ -144,9 +160,9 @@ async def test_a_delete_supersedes_what_the_order_had_pending(
     writer: TagWriter, own_redis: EmbeddedRedis, tags_server: TestServer, stored
 ):
     own_redis.stop()
-    await writer.write_order(ORDER, OrderWrite(bumps=("full_info",)))
+    await change_order(writer, ORDER, OrderWrite(bumps=("full_info",)))
     # the order finished: its tags go, and the bump kept for it is given up
-    assert await writer.write_order(ORDER, OrderWrite(delete=True)) is None
+    assert await change_order(writer, ORDER, OrderWrite(delete=True)) is None
     assert writer.snapshot()["given_up"]["superseded"] == 1
     own_redis.start()
     await drained(writer)
@@ -157,7 +173,7 @@ async def test_a_delete_supersedes_what_the_order_had_pending(
 
 async def test_a_rejected_write_is_given_up_and_the_rest_lands(writer: TagWriter, stored):
     too_many = {f"part_{n}": "v1" for n in range(40)}  # past the 32 parts of an order: a 400
-    tags = await writer.write_order(ORDER, OrderWrite(sets=too_many, bumps=("eta",)))
+    tags = await change_order(writer, ORDER, OrderWrite(sets=too_many, bumps=("eta",)))
     assert tags is not None and set(tags) == {"eta"}
     assert set(stored(ORDER)) == {"eta"}
     snapshot = writer.snapshot()
@@ -170,13 +186,13 @@ async def test_past_max_pending_a_failing_write_is_given_up(
 ):
     writer = TagWriter(store, Outbox(), SETTINGS.model_copy(update={"max_pending": 1}))
     own_redis.stop()
-    await writer.write_order(OrderKey("eats", "first"), OrderWrite(bumps=("full_info",)))
-    await writer.write_order(OrderKey("eats", "second"), OrderWrite(bumps=("full_info",)))
+    await change_order(writer, OrderKey("eats", "first"), OrderWrite(bumps=("full_info",)))
+    await change_order(writer, OrderKey("eats", "second"), OrderWrite(bumps=("full_info",)))
     snapshot = writer.snapshot()
     assert snapshot["pending"] == 1
     assert snapshot["given_up"]["full"] == 1
     # a write of an order already kept is merged into its one pending write: never refused
-    await writer.write_order(OrderKey("eats", "first"), OrderWrite(bumps=("eta",)))
+    await change_order(writer, OrderKey("eats", "first"), OrderWrite(bumps=("eta",)))
     assert writer.snapshot()["given_up"]["full"] == 1
 
 
@@ -186,7 +202,7 @@ async def test_a_writer_restarted_on_its_outbox_sends_what_it_holds(
     outbox = Outbox()
     first = TagWriter(store, outbox, SETTINGS)
     own_redis.stop()
-    await first.write_order(ORDER, OrderWrite(sets={"full_info": "v7"}))
+    await change_order(first, ORDER, OrderWrite(sets={"full_info": "v7"}))
     await first.close()
     own_redis.start()
     second = TagWriter(store, outbox, SETTINGS)
@@ -202,10 +218,10 @@ async def test_a_kept_list_bump_lands_and_says_its_tag(writer: TagWriter, own_re
     key = ListKey("eats", "user-1")
     written: list[str] = []
     own_redis.stop()
-    assert not await writer.write_list(key, ListWrite(on_written=written.append))
+    assert not await change_list(writer, key, ListWrite(on_written=written.append))
     # a second change of the list: one bump does for both, its tag for the newest version
     newest: list[str] = []
-    assert not await writer.write_list(key, ListWrite(on_written=newest.append))
+    assert not await change_list(writer, key, ListWrite(on_written=newest.append))
     own_redis.start()
     await drained(writer)
     with redis.Redis.from_url(own_redis.url, decode_responses=True) as client:
@@ -217,7 +233,7 @@ async def test_what_is_pending_is_on_the_metrics(store: OrderTagsClient, own_red
     registry = CollectorRegistry()
     writer = TagWriter(store, Outbox(), SETTINGS, registry=registry)
     own_redis.stop()
-    await writer.write_order(ORDER, OrderWrite(bumps=("full_info",)))
+    await change_order(writer, ORDER, OrderWrite(bumps=("full_info",)))
     assert registry.get_sample_value("mlutp_tag_writes_pending") == 1
     oldest = registry.get_sample_value("mlutp_tag_write_oldest_pending_seconds")
     assert oldest is not None and oldest > 0
@@ -239,7 +255,7 @@ async def test_the_first_retry_comes_within_the_base_window(
     writer = TagWriter(store, Outbox(), SETTINGS, draw=lambda: 1.0)
     own_redis.stop()
     before = asyncio.get_running_loop().time()
-    await writer.write_order(ORDER, OrderWrite(bumps=("full_info",)))
+    await change_order(writer, ORDER, OrderWrite(bumps=("full_info",)))
     after = asyncio.get_running_loop().time()
     due = writer.outbox.pending[ORDER].due
     assert before + SETTINGS.backoff_base_s <= due <= after + SETTINGS.backoff_base_s

@@ -36,6 +36,7 @@ from services.orders_state.waiting.ports import (
     WakeupWatch,
 )
 from services.orders_state.waiting.seen_users import SeenUsers
+from services.orders_state.waiting.wait import Wait
 from shared.errors import Overloaded
 from shared.logs import Sparse
 from shared.protocol.list_tags import KEPT_AGE_SPREAD_FROM
@@ -43,12 +44,11 @@ from shared.protocol.waiting import (
     KEEP_WAITING,
     Answer,
     Moment,
-    Verdict,
     WaitCause,
+    WaitingConfig,
     lost_cache_interval_ms,
     shed_interval_ms,
     wait_budget_ms,
-    waiting_verdict,
 )
 from shared.redis import list_channel, tags_channel
 
@@ -65,79 +65,6 @@ class WaitedAnswer:
     result: LookResult
     # None for a poll that did not ask to wait
     cause: WaitCause | None
-
-
-@dataclass(frozen=True)
-class WaitingConfig:
-    """Built from the settings (waiting/setup.py: waiting_config), which say why each
-    number is what it is."""
-
-    max_waiting: int
-    # one user's waiting polls at once (a few devices, a few tabs): one user cannot take the cap
-    max_waiting_per_user: int
-    # how long subscribing to the orders' channels may take before the poll gives up waiting
-    subscribe_deadline_s: float
-    # after a wake-up, look again this much later: the writes of one burst (a feature writing
-    # several parts, changes made in one go) come as one answer and one round of part fetches
-    wakeup_settle_s: float
-    # past the cap, the interval given grows by this much (load shedding)
-    shed_factor: float
-    interval_max_ms: int
-    # hold a re-poll from its client's last look while nothing changed (the watch cache)
-    watch_cache: bool
-
-
-class _Wait:
-    """One poll that asked to wait: its looks, and its verdict at each moment from what the
-    process knows then (shared.protocol.waiting.waiting_verdict decides)."""
-
-    def __init__(
-        self,
-        polls: WaitingPolls,
-        poll: Poll,
-        ends_at: float,
-    ) -> None:
-        self.polls = polls
-        self.poll = poll
-        self.known_statuses = {
-            known_order.key: known_order.order.status for known_order in poll.known_orders
-        }
-        self.ends_at = ends_at
-        self.looks = 0
-
-    async def look(self) -> LookResult:
-        self.looks += 1
-        # admission control sheds a request at its first look only: once admitted and held, a
-        # poll is answered, however many polls a write wakes at once
-        with self.polls.admission.admit(already=self.looks > 1):
-            return await self.polls.engine.look(self.poll)
-
-    def cached(self, result: LookResult) -> LookResult:
-        """The kept look (the watch cache) stands for this poll's first look: admission
-        control still sheds it, and its interval is drawn afresh."""
-        self.looks += 1
-        if self.looks == 1:
-            self.polls.admission.check()
-        engine = self.polls.engine
-        return replace(
-            result, interval_ms=engine.interval_ms(result.orders, degraded=result.degraded)
-        )
-
-    def verdict(
-        self, moment: Moment, result: LookResult, *, may_wait: bool = True, room: bool = True
-    ) -> Verdict:
-        """`may_wait` false: the poll could not listen, whatever wake-ups do now."""
-        polls = self.polls
-        return waiting_verdict(
-            moment,
-            result,
-            self.known_statuses,
-            may_wait=may_wait and polls.wakeups is not None and polls.wakeups.available,
-            tag_cache_up=polls.engine.tag_cache.available,
-            shutting_down=polls.shutting_down,
-            time_left_s=self.ends_at - asyncio.get_running_loop().time(),
-            room=room,
-        )
 
 
 class WaitingPolls:
@@ -192,7 +119,7 @@ class WaitingPolls:
         now = loop.time()
         first_here = self.seen_users.first_here(poll.user_id, now)
         ends_at = now + wait_budget_ms(poll.wait_ms, self.rng, first_here=first_here) / 1000
-        wait = _Wait(self, poll, ends_at)
+        wait = Wait(self, poll, ends_at)
         try:
             answered = await self._answer(wait)
         except Overloaded:
@@ -202,7 +129,7 @@ class WaitingPolls:
         self.metrics.answers.labels(answered.cause.value if answered.cause else "").inc()
         return answered
 
-    async def _answer(self, wait: _Wait) -> WaitedAnswer:
+    async def _answer(self, wait: Wait) -> WaitedAnswer:
         wakeups = self.wakeups
         if wakeups is None or not wakeups.available or self.shutting_down:
             return await self._at_once(wait, may_wait=False)
@@ -234,7 +161,7 @@ class WaitingPolls:
             del self.waiting_by_user[user_id]
         self.metrics.waiting.dec()
 
-    async def _listen_then_look(self, wait: _Wait, wakeups: Wakeups) -> WaitedAnswer:
+    async def _listen_then_look(self, wait: Wait, wakeups: Wakeups) -> WaitedAnswer:
         """Listen before the first look, so that a write from then on rings; then look (or
         take the client's kept look) and hold the poll while it has no news."""
         order_channels = [
@@ -296,12 +223,12 @@ class WaitingPolls:
         stack.callback(self._waiters.discard, watch.waiter)
         return watch
 
-    async def _cannot_listen(self, wait: _Wait, exc: Exception) -> WaitedAnswer:
+    async def _cannot_listen(self, wait: Wait, exc: Exception) -> WaitedAnswer:
         self._warnings.warning(log, "cannot listen for wake-ups", "listen", error=repr(exc))
         return await self._at_once(wait, may_wait=False)
 
     async def _at_once(
-        self, wait: _Wait, *, may_wait: bool = True, room: bool = True
+        self, wait: Wait, *, may_wait: bool = True, room: bool = True
     ) -> WaitedAnswer:
         """A poll that will not be held (it cannot listen, or is past the caps): one look,
         answered whatever it finds."""
@@ -310,7 +237,7 @@ class WaitingPolls:
         assert isinstance(verdict, Answer), "a poll that cannot be held is answered at once"
         return self._reply(result, verdict)
 
-    async def _look(self, wait: _Wait, key: Hashable | None, channels: Sequence[str]) -> LookResult:
+    async def _look(self, wait: Wait, key: Hashable | None, channels: Sequence[str]) -> LookResult:
         """A look of a waiting poll, kept for the client's next poll when it had no news and
         every channel was listened to from before it began (so a write after it rings)."""
         assert self.wakeups is not None
@@ -327,7 +254,7 @@ class WaitingPolls:
 
     async def _wait(
         self,
-        wait: _Wait,
+        wait: Wait,
         waiter: Waiter,
         result: LookResult,
         key: Hashable | None,

@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from services.bff.resources import ADMISSION, ENGINE
-from services.orders_state.config import WAITING_SHED_FACTOR, OrdersStateSettings
+from services.orders_state.config import OrdersStateSettings
 from services.orders_state.waiting.metrics import WaitingMetrics
-from services.orders_state.waiting.polls import WaitingConfig, WaitingPolls
+from services.orders_state.waiting.polls import WaitingPolls
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
 from services.orders_state.waiting.wakeups import TagWakeups
+from shared.protocol.waiting import WaitingConfig, WakeupTimings
 from shared.redis import create_redis
 from shared.web import METRICS, needs
 
@@ -23,18 +24,30 @@ log = logging.getLogger("mlutp.waiting")
 WAITING = web.AppKey("waiting", WaitingPolls)
 
 
+# -- the core's objects, from the settings
+
+
 def waiting_config(settings: OrdersStateSettings) -> WaitingConfig:
-    """The waiting polls' config, from the settings (the service and the simulation build
-    their waiting polls with it)."""
+    """The waiting polls' config (the service and the simulation build their waiting polls
+    with it); the shed factor is no setting, WaitingConfig's own."""
     return WaitingConfig(
         max_waiting=settings.max_waiting,
         max_waiting_per_user=settings.waiting.max_per_user,
         subscribe_deadline_s=settings.waiting.subscribe_deadline_s,
         wakeup_settle_s=settings.waiting.settle_s,
-        shed_factor=WAITING_SHED_FACTOR,
         watch_cache=settings.watch_cache,
         interval_max_ms=settings.protocol.interval.max_ms,
     )
+
+
+def wakeup_timings(settings: OrdersStateSettings) -> WakeupTimings:
+    """The wake-ups' pub/sub timings."""
+    return WakeupTimings(
+        linger_s=settings.waiting.linger_s, keepalive_s=settings.waiting.keepalive_s
+    )
+
+
+# -- the resource
 
 
 def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
@@ -50,8 +63,7 @@ def setup_waiting(app: web.Application, settings: OrdersStateSettings) -> None:
                 create_redis(redis, client_name=WAKEUPS_CLIENT_NAME, retry_lost_connection=False),
                 redis,
                 metrics,
-                linger_s=settings.waiting.linger_s,
-                keepalive_s=settings.waiting.keepalive_s,
+                wakeup_timings(settings),
             )
             await wakeups.start()
         else:

@@ -26,6 +26,7 @@ from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import Waiter
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME, Shard
 from shared.config import RedisSettings
+from shared.protocol.waiting import WakeupTimings
 from shared.redis import RedisClient, create_redis
 
 log = logging.getLogger("mlutp.wakeups")
@@ -67,16 +68,14 @@ class TagWakeups:
         redis: RedisClient,
         settings: RedisSettings,
         metrics: WaitingMetrics,
+        timings: WakeupTimings,
         *,
-        linger_s: float,
-        keepalive_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis
         self.settings = settings
         self.metrics = metrics
-        self.linger_s = linger_s
-        self.keepalive_s = keepalive_s
+        self.timings = timings
         self.clock = clock
         self.cluster = isinstance(redis, RedisCluster)
         self.shards: dict[str, Shard] = {}
@@ -107,7 +106,12 @@ class TagWakeups:
                 self._add_shard(node.name, node.host, node.port)
         else:
             self.shards[""] = Shard(
-                "", self.redis, self, owns_client=False, keepalive_s=self.keepalive_s, by_slot=False
+                "",
+                self.redis,
+                self,
+                owns_client=False,
+                keepalive_s=self.timings.keepalive_s,
+                by_slot=False,
             )
         for shard in self.shards.values():
             shard.start()
@@ -122,7 +126,7 @@ class TagWakeups:
         )
         assert isinstance(client, Redis)
         shard = self.shards[name] = Shard(
-            name, client, self, owns_client=True, keepalive_s=self.keepalive_s, by_slot=True
+            name, client, self, owns_client=True, keepalive_s=self.timings.keepalive_s, by_slot=True
         )
         return shard
 
@@ -178,7 +182,7 @@ class TagWakeups:
 
     def remove_waiter(self, channel: str, waiter: Waiter) -> None:
         """No more rings of `waiter` from the channel; with no waiter left, the channel
-        lingers subscribed for `linger_s`."""
+        lingers subscribed for `timings.linger_s`."""
         waiters = self.waiters.get(channel)
         if waiters is not None:
             waiters.discard(waiter)
@@ -262,14 +266,16 @@ class TagWakeups:
                     waiter.ring()
 
     async def _sweep(self) -> None:
-        """Unsubscribe channels no poll has waited on for `linger_s`."""
+        """Unsubscribe channels no poll has waited on for `timings.linger_s`."""
         while True:
             # a timer by nature: idleness is the absence of events
-            await asyncio.sleep(max(MIN_SWEEP_S, min(1.0, self.linger_s)))
+            await asyncio.sleep(max(MIN_SWEEP_S, min(1.0, self.timings.linger_s)))
             now = self.clock()
             async with self.lock:
                 expired = [
-                    c for c, since in self.idle_since.items() if now - since >= self.linger_s
+                    c
+                    for c, since in self.idle_since.items()
+                    if now - since >= self.timings.linger_s
                 ]
                 by_shard: dict[Shard, list[str]] = defaultdict(list)
                 for channel in expired:

@@ -7,7 +7,6 @@ unchanged) saying the old status, and the changed part's tag unchanged: never fe
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import redis
 from aiohttp.test_utils import TestClient, TestServer
 
 from emulator.app import create_app as create_emulator
-from emulator.keys import TAG_WRITER, WORLD
+from emulator.keys import WORLD
 from services.bff.resources import ENGINE
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
@@ -31,6 +30,7 @@ from shared.wire import ListKey, OrderKey
 from tests.conftest import TEST_TOKEN, emulator_settings
 from tests.emulator_api import advance, create_order_id, stats
 from tests.helpers import all_tags, bff_kwargs, poll
+from tests.told_outbox import drained
 
 # the writer retries at least this often, so a kept write lands this long after the store is
 # back at the latest; a poll and a busy machine's round trips on top
@@ -133,8 +133,8 @@ async def test_a_change_made_while_the_tag_store_is_down_is_seen_once_it_is_back
     # the outage did reach the writes: the store did not take them at once
     assert (await stats(stack.emulator))["tag_write_failures"] > failures_before
 
-    writer = stack.emulator.server.app[TAG_WRITER]
-    await asyncio.wait_for(writer.drained(), LANDS_WITHIN_S)
+    # the world's outbox is the one the emulator's writer sends from
+    await drained(outbox, LANDS_WITHIN_S)
     for _ in range(3):
         status, answer, _ = await poll(stack.orders_state, unique, fetched)
         assert status == 200

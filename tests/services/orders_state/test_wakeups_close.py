@@ -17,6 +17,7 @@ from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.shard import WAKEUPS_CLIENT_NAME
 from services.orders_state.waiting.wakeups import TagWakeups
 from shared.config import RedisSettings
+from shared.protocol.waiting import WakeupTimings
 from shared.redis import create_redis
 
 # far longer than the test waits: a read loop that lost its cancellation would read on
@@ -48,8 +49,7 @@ async def test_closing_ends_a_read_that_lost_its_cancellation(
         create_redis(redis_settings, client_name=WAKEUPS_CLIENT_NAME, retry_lost_connection=False),
         redis_settings,
         WaitingMetrics(CollectorRegistry()),
-        linger_s=1.0,
-        keepalive_s=KEEPALIVE_S,
+        WakeupTimings(linger_s=1.0, keepalive_s=KEEPALIVE_S),
     )
     await wakeups.start()
     await reading.wait()
