@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Literal, Protocol
 
 from services.orders_state.waiting.ports import Waiter
+from shared.protocol.waiting import WakeupTimings
 
 # the user of the request being served: set by the simulated client around each call
 CURRENT_USER: contextvars.ContextVar[str] = contextvars.ContextVar("simulated_user", default="")
@@ -107,7 +108,7 @@ class SimWakeups:
         redis_up: Callable[[], bool],
         observer: WatchObserver,
         *,
-        linger_s: float = 5.0,
+        linger_s: float = WakeupTimings.linger_s,
     ) -> None:
         self.clock = clock
         self.redis_up = redis_up
