@@ -38,6 +38,32 @@ WAITING_SHED_FACTOR = 2.0
 WATCH_CACHE = True
 
 
+# -- The digest request (services/orders_state/kept_requests.py, docs/protocol.md: The digest
+# request). A client's digest only ever names the last body it sent, so a user needs one kept
+# body per device polling this process: a phone, a tablet, a browser tab or two. Past it the
+# user's least recently used body goes; that device's next digest is one round trip more
+KEPT_REQUESTS_PER_USER = 4
+# in all: twice the waiting polls one process holds (MLUTP_MAX_WAITING's default), whose
+# clients each repeat their body right after every answer, with room for the clients polling
+# at an interval beside them. A body dropped costs its client a round trip, never an answer
+KEPT_REQUESTS_MAX_ENTRIES = 20_000
+# and by the bodies' bytes as decoded (up to 64 KiB each), so that a fleet of large bodies
+# (many known orders, long echo fields) is bounded as well as the count: the parsed objects
+# take a few times these bytes
+KEPT_REQUESTS_MAX_BYTES = 16 * 2**20
+
+
+class RequestDigestSettings(BaseModel):
+    """The digest request's store (0 entries: every digest is unknown, a client sends every
+    body in full)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    per_user: int = Field(KEPT_REQUESTS_PER_USER, ge=1)
+    max_entries: int = Field(KEPT_REQUESTS_MAX_ENTRIES, ge=0)
+    max_bytes: int = Field(KEPT_REQUESTS_MAX_BYTES, ge=0)
+
+
 class WaitingSettings(BaseModel):
     """The waiting polls' numbers but their cap (an operator's variable)."""
 
@@ -66,3 +92,4 @@ class OrdersStateSettings(BffSettings):
     # cache); off, every waiting poll looks
     watch_cache: bool = variable(WATCH_CACHE)
     waiting: WaitingSettings = WaitingSettings()
+    request_digests: RequestDigestSettings = RequestDigestSettings()
