@@ -12,10 +12,9 @@ until it is caught up; then the poll it would send next (its known orders as it 
 - `no echo`: without the brief echo fields of each known order (the server needs them only
   to answer a stale order, which the client could fill in itself);
 - `no echo + gzip`: both;
-- `digest`: a repeated poll sent as a digest of the last full one and the answer_tag alone
-  (not built: a server keeping each user's last request). Its request is sent for real and
-  counted; the server takes it for a poll of no orders, so its answer is counted as the
-  plain poll's 204.
+- `digest`: the same poll as the reference clients repeat it, `{"request_digest": d}` of the
+  full body sent before it (docs/protocol.md: The digest request), answered by the server as
+  that body: its 204 counted as it came.
 
 Each row: bytes up, bytes down, the request body alone (over HTTP/2 a repeated request's
 headers shrink to a few bytes of HPACK indexes, so the body is most of what goes up).
@@ -27,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import gzip
-import hashlib
 import json
 import os
 import sys
@@ -46,6 +43,7 @@ from benchmarks.capacity import PROCESSES, SUPERAPP
 from client.client import MlutpClient
 from client.model import ClientOptions
 from client.store import known_orders
+from client.transport import request_digest
 from devtools.stack import STACK, free_ports_env, own_stack
 from shared.embedded_redis import free_port
 
@@ -105,12 +103,9 @@ def without_echo(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def digest_body(body: dict[str, Any]) -> dict[str, Any]:
-    full = json.dumps({k: v for k, v in body.items() if k != "answer_tag"}, sort_keys=True)
-    digest = base64.urlsafe_b64encode(hashlib.sha256(full.encode()).digest()[:16]).rstrip(b"=")
-    short: dict[str, Any] = {"repeat": digest.decode(), "answer_tag": body["answer_tag"]}
-    if "wait_ms" in body:
-        short["wait_ms"] = body["wait_ms"]
-    return short
+    """The digest request standing for this body as `encoded` sends it (plain or gzipped: the
+    digest is of the JSON before the gzip)."""
+    return {"request_digest": request_digest(json.dumps(body).encode())}
 
 
 async def exchange(
@@ -182,7 +177,8 @@ async def run(orders: int, exchanges: int, wait_ms: int) -> None:
                 "gzip": (gzipped, encoded(body, True), 204),
                 "no echo": (plain_json, encoded(without_echo(body), False), 204),
                 "no echo + gzip": (gzipped, encoded(without_echo(body), True), 204),
-                "digest": (plain_json, encoded(digest_body(body), False), 0),
+                # after the rows above sent the full body: the server keeps it for the user
+                "digest": (plain_json, encoded(digest_body(body), False), 204),
             }
             url = f"{proxied}{STATE_PATH}"
             rows: dict[str, tuple[float, float, int]] = {}
@@ -196,8 +192,6 @@ async def run(orders: int, exchanges: int, wait_ms: int) -> None:
                         ups.append(up)
                         downs.append(down)
                     rows[name] = (sum(ups) / exchanges, sum(downs) / exchanges, len(sent))
-            # the digest's answer would be the plain poll's 204
-            rows["digest"] = (rows["digest"][0], rows["plain"][1], rows["digest"][2])
     print(
         f"a caught-up poll, {orders} known order(s), wait_ms {wait_ms}: its plain body "
         f"{rows['plain'][2]} bytes"

@@ -12,7 +12,9 @@ is asked). Then, one after the other:
 - plain paced: each user polls (wait_ms 0) once per `--period` s, the users spread over it;
 - waiting paced: each user's poll waits (`--wait-ms`, 1000: its wait ends without news, as
   `timeout`) and the user polls again at once, as a waiting client does: about one poll per
-  user and wait, the plain paced phase's rate with the default period;
+  user and wait, the plain paced phase's rate with the default period. Its re-polls go as the
+  reference clients send them, the digest of the body sent last (docs/protocol.md: The digest
+  request); `waiting paced full` the same with every body in full, for comparison;
 - ping paced: each user GETs orders_state's /ping once per wait, the waiting phase's rate: the
   framework's floor a held re-poll (the watch cache's, no look) is measured against;
 - legacy paced: each user calls the legacy pass-through (/3.0/taxiontheway) once per period;
@@ -70,6 +72,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.capacity import RATES, SUPERAPP
 from benchmarks.users import POLICY, TAG_DEFINED, caught_up_users
+from client.transport import request_digest
 from devtools.stack import STACK, Stack, free_ports_env, own_stack
 from shared.protocol.tags import encode_tag
 from shared.redis import tags_key
@@ -187,9 +190,14 @@ class Bench:
         self.answered = 0
         self.causes: Counter[str] = Counter()
         self.answer_tags: dict[int, str | None] = {}
+        # per user: the last full body sent and answered, and its digest
+        self.sent_full: dict[int, tuple[bytes, str]] = {}
         self.stopping = False
 
-    async def poll(self, index: int, wait_ms: int) -> None:
+    async def poll(self, index: int, wait_ms: int, *, digest: bool = False) -> None:
+        """One poll of the user's; `digest`: a body the same as the last one sent, answered,
+        goes as its digest, as the reference clients send it (docs/protocol.md: The digest
+        request), and in full again when the server does not keep it."""
         user, _ = self.users[index]
         body: dict[str, Any] = {
             "known_orders": [self.bodies[index]],
@@ -199,15 +207,32 @@ class Bench:
         # as an app does: the answer_tag of the answer it holds, so "nothing new" is a 204
         if self.answer_tags.get(index) is not None:
             body["answer_tag"] = self.answer_tags[index]
+        plain = json.dumps(body).encode()
+        last = self.sent_full.get(index)
+        if digest and last is not None and last[0] == plain:
+            short = json.dumps({"request_digest": last[1]}).encode()
+            if await self._post(index, user, short):
+                return
+        self.sent_full.pop(index, None)
+        assert await self._post(index, user, plain), "a full body is never unknown"
+        self.sent_full[index] = (plain, request_digest(plain))
+
+    async def _post(self, index: int, user: str, sent: bytes) -> bool:
+        """False for a digest the server does not keep (nothing counted)."""
+        headers = {"X-Yandex-UID": user, "Content-Type": "application/json"}
         async with self.session.post(
-            self.state_url + POLL_PATH, json=body, headers={"X-Yandex-UID": user}
+            self.state_url + POLL_PATH, data=sent, headers=headers
         ) as response:
             payload = await response.read()
+            if response.status == 400 and b"unknown_request_digest" in payload:
+                self.causes["unknown digest"] += 1
+                return False
             assert response.status in (200, 204), (response.status, payload[:200])
             if response.status == 200:
                 self.answer_tags[index] = json.loads(payload).get("answer_tag")
             self.causes[response.headers.get(WAIT_HEADER, "-")] += 1
         self.answered += 1
+        return True
 
     async def legacy(self, index: int) -> None:
         """The legacy pass-through (/3.0/taxiontheway) for the user's order: what the old
@@ -348,13 +373,15 @@ class Bench:
 
         return drive
 
-    def waiting(self, index: int, wait_ms: int) -> Callable[[], Coroutine[Any, Any, None]]:
+    def waiting(
+        self, index: int, wait_ms: int, *, digest: bool = True
+    ) -> Callable[[], Coroutine[Any, Any, None]]:
         async def drive() -> None:
             # the users' first polls spread over a wait, as apps' are
             await asyncio.sleep(wait_ms / 1000 * index / len(self.users))
             while not self.stopping:
                 # answered at its wait's end (timeout): polls again at once
-                await self.poll(index, wait_ms)
+                await self.poll(index, wait_ms, digest=digest)
 
         return drive
 
@@ -638,10 +665,13 @@ def report(phases: list[Phase], idle: dict[str, dict[str, float]], users: int) -
 
     print(f"\nwaiting paced / plain paced: {ratios(waiting, plain)}   [goal BFF <= 1.5]")
     ping = by_name["ping paced"]
+    full = by_name["waiting paced full"]
     print(
         "orders_state per waiting re-poll / per /ping, same paced rate: "
-        f"{waiting.us('orders_state') / ping.us('orders_state'):.2f}   [goal <= 1.3]"
+        f"{waiting.us('orders_state') / ping.us('orders_state'):.2f} by digest, "
+        f"{full.us('orders_state') / ping.us('orders_state'):.2f} in full   [goal <= 1.3]"
     )
+    print(f"waiting paced by digest / in full: {ratios(waiting, full)}")
     for phase in phases:
         if phase.name.startswith("closed"):
             print(f"plain paced / {phase.name}: {ratios(plain, phase)}   [goal BFF <= 1.5]")
@@ -724,17 +754,20 @@ async def run(
                 )
             )
             # the first waiting poll of each user subscribes its channels: the warm-up takes
-            # two waits, so the window sees the steady state (channels kept by the linger)
-            phases.append(
-                await bench.run_phase(
-                    "waiting paced",
-                    [bench.waiting(i, args.wait_ms) for i in range(len(users))],
-                    2 * args.wait_ms / 1000 + 1,
-                    args.seconds,
-                    idle,
-                    profile,
+            # two waits, so the window sees the steady state (channels kept by the linger).
+            # Re-polls as the reference clients send them (a digest of the body sent last),
+            # then, for comparison, every body in full
+            for name, digest in (("waiting paced", True), ("waiting paced full", False)):
+                phases.append(
+                    await bench.run_phase(
+                        name,
+                        [bench.waiting(i, args.wait_ms, digest=digest) for i in range(len(users))],
+                        2 * args.wait_ms / 1000 + 1,
+                        args.seconds,
+                        idle,
+                        profile if digest else None,
+                    )
                 )
-            )
             # the floor a held re-poll is measured against: /ping at the waiting phase's rate
             # (one request per user and wait), the users spread over it
             phases.append(

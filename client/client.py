@@ -55,6 +55,7 @@ class MlutpClient:
             timeout_s=self.options.request_timeout_s,
             stats=ClientStats(),
             gzip_min_bytes=self.options.gzip_min_bytes,
+            request_digests=self.options.request_digests,
         )
         self.point_at(launch_url, orders_state_url)
         self.supported_services = list(supported_services)
@@ -182,11 +183,23 @@ class MlutpClient:
         )
 
     async def _poll(
-        self, replicas: Replicas, path: str, body: dict[str, Any], extra_timeout_s: float = 0
+        self,
+        replicas: Replicas,
+        path: str,
+        body: dict[str, Any],
+        extra_timeout_s: float = 0,
+        *,
+        digest: bool = False,
     ) -> dict[str, Any] | None:
-        """A poll (revalidated by its answer_tag): its answer, and from it when to poll next."""
+        """A poll (revalidated by its answer_tag; orders/state, `digest`, repeated as a
+        digest): its answer, and from it when to poll next."""
         reply = await self.transport.post(
-            replicas, path, body, extra_timeout_s=extra_timeout_s, revalidate=path
+            replicas,
+            path,
+            body,
+            extra_timeout_s=extra_timeout_s,
+            revalidate=path,
+            digest=digest,
         )
         if reply.status:
             self.stats.poll_latencies.append(reply.elapsed_s)
@@ -216,6 +229,7 @@ class MlutpClient:
                     "/mlutp/v1/orders/state",
                     body,
                     extra_timeout_s=self.options.wait_ms * 1.1 / 1000,
+                    digest=True,
                 ),
                 self._poll_now,
             )

@@ -190,6 +190,9 @@ class ClientOptions:
     # request bodies this long or longer go gzipped where that pays (docs/protocol.md: Request
     # bodies); None: every body plain, as a client that never gzips sends it
     gzip_min_bytes: int | None = GZIP_MIN_BYTES
+    # a poll repeating the body it sent last goes as that body's digest (docs/protocol.md:
+    # The digest request); False: every body in full, as a client that never sends one
+    request_digests: bool = True
     # where the client keeps its orders and tags between app starts (None: nowhere): a
     # restarted app shows them at once and launch revalidates their tags
     state_file: Path | None = None

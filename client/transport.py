@@ -4,8 +4,10 @@ It decides nothing of the protocol: what an answer means is the caller's."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import gzip
+import hashlib
 import itertools
 import json
 import time
@@ -31,6 +33,18 @@ from client.wire_bytes import (
 # orders (tags, echo fields) shrink by a third or more; a part request of an order or two
 # would gain little or grow
 GZIP_MIN_BYTES = 256
+
+
+# the error of a digest request whose body the server does not keep (docs/protocol.md: The
+# digest request): the full body goes at once, no error and no backoff
+UNKNOWN_DIGEST = "unknown_request_digest"
+
+
+def request_digest(plain: bytes) -> str:
+    """The digest of a full body (docs/protocol.md: The digest request): the first 16 bytes
+    of SHA-256 of its JSON bytes, before any gzip, in unpadded base64url."""
+    digest = hashlib.sha256(plain).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def encoded(plain: bytes, gzip_min_bytes: int | None) -> tuple[bytes, dict[str, str]]:
@@ -60,6 +74,9 @@ class ClientStats:
     wire_by_exchange: Counter[str] = field(default_factory=Counter)
     # how many of each "<path> <status>" there were
     exchanges: Counter[str] = field(default_factory=Counter)
+    # digest requests sent, and those the server did not keep the body of (sent again in full)
+    digests: int = 0
+    digest_misses: int = 0
 
     def received(self, url: str, size: int) -> None:
         self.bytes_received += size
@@ -178,15 +195,22 @@ class Transport:
         timeout_s: float,
         stats: ClientStats,
         gzip_min_bytes: int | None = GZIP_MIN_BYTES,
+        request_digests: bool = True,
     ) -> None:
         self.session = session
         self.gzip_min_bytes = gzip_min_bytes
+        # False: every body in full, as a client that never sends a digest
+        self.request_digests = request_digests
         self.headers = {"X-Yandex-UID": user_id, "User-Agent": user_agent}
         self.timeout_s = timeout_s
         self.stats = stats
         # per kind of request revalidated: the last answer's answer_tag and body (the server
         # answers 204 No Content when the answer to the next such request would be the same)
         self._held: dict[str, tuple[str, dict[str, Any]]] = {}
+        # per path sent by digest: the last full body sent there and its digest, once the
+        # server answered it (a 200 or 204: it was read, so kept); the next same body goes as
+        # the digest alone
+        self._full: dict[str, tuple[bytes, str]] = {}
 
     async def post(
         self,
@@ -196,21 +220,25 @@ class Transport:
         *,
         extra_timeout_s: float = 0,
         revalidate: str | None = None,
+        digest: bool = False,
     ) -> Reply:
         """POST to the next replica; one that refused is passed over and the request sent at
         once to another (every request here is a read, so asking again is safe). With
         `revalidate` (a kind of request), the last such answer's `answer_tag` goes in the
-        body, and a 204 comes back as that answer again: the client keeps what it has."""
+        body, and a 204 comes back as that answer again: the client keeps what it has. With
+        `digest` (orders/state), a body the same as the last one sent goes as its digest."""
         held = self._held.get(revalidate) if revalidate else None
         if held:
             body = {**body, "answer_tag": held[0]}
+        # the bytes `call` sends, to compare with the last ones and digest them
+        plain = json.dumps(body).encode()
+        digest = digest and self.request_digests
         url = replicas.pick()
-        reply = await self.call(f"{url}{path}", body, extra_timeout_s=extra_timeout_s)
+        reply = await self._send(url, path, body, plain, digest, extra_timeout_s)
         if reply.refused and len(replicas) > 1:
             replicas.failed(url)
-            reply = await self.call(
-                f"{replicas.pick(avoid=url)}{path}", body, extra_timeout_s=extra_timeout_s
-            )
+            url = replicas.pick(avoid=url)
+            reply = await self._send(url, path, body, plain, digest, extra_timeout_s)
         if revalidate:
             tag = reply.ok.get("answer_tag") if reply.ok is not None else None
             if reply.status == 204 and held:
@@ -221,6 +249,34 @@ class Transport:
             # an answer that is no answer: a 4xx/5xx, or a 200 that is not a JSON object
             self.stats.errors += 1
             self.stats.server_errors += reply.status >= 500
+        return reply
+
+    async def _send(
+        self,
+        url: str,
+        path: str,
+        body: dict[str, Any],
+        plain: bytes,
+        digest: bool,
+        extra_timeout_s: float,
+    ) -> Reply:
+        """One request of this body to one replica: as its digest when `digest` and it is the
+        body this path sent last, answered; in full at once when the server does not keep
+        that body (another replica, a restart), which is no error."""
+        if digest:
+            last = self._full.get(path)
+            if last is not None and last[0] == plain:
+                self.stats.digests += 1
+                small = {"request_digest": last[1]}
+                reply = await self.call(f"{url}{path}", small, extra_timeout_s=extra_timeout_s)
+                if not (reply.status == 400 and (reply.body or {}).get("code") == UNKNOWN_DIGEST):
+                    return reply
+                self.stats.digest_misses += 1
+            # this body is now the one sent last: a digest stands for it once it is answered
+            self._full.pop(path, None)
+        reply = await self.call(f"{url}{path}", body, extra_timeout_s=extra_timeout_s)
+        if digest and reply.status in (200, 204):
+            self._full[path] = (plain, request_digest(plain))
         return reply
 
     async def call(

@@ -33,6 +33,14 @@ class BadRequest(DomainError):
     code = "bad_request"
 
 
+class UnknownRequestDigest(BadRequest):
+    """A digest request (orders/state) naming a body this process does not keep for the user:
+    another replica's, one from before a restart, evicted, or never sent. Nothing was done;
+    the client sends the full body at once (docs/protocol.md: The digest request)."""
+
+    code = "unknown_request_digest"
+
+
 class Unauthorized(DomainError):
     status = 401
     code = "unauthorized"

@@ -104,11 +104,17 @@ def json_media_type(content_type: str, charset: str | None) -> bool:
 
 
 async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T:
-    """Read and decode the body; a body that is not `application/json`, or in a content
-    coding other than gzip or deflate, is a 415 (before it is read), over the size limit (as
-    decoded) a 413, anything malformed a 400. No Content-Type is not JSON either (RFC 9110
-    §8.3: the recipient may take it as application/octet-stream): `curl -d` sends form data,
-    and a body we guessed at would be a contract nobody wrote."""
+    """Read and decode the body (read_body's checks, then a malformed one is a 400)."""
+    return wire.decode(decoder, await read_body(request))
+
+
+async def read_body(request: web.Request) -> bytes:
+    """Read the body, decoded from its Content-Encoding, for the caller to decode as JSON: a
+    body that is not `application/json`, or in a content coding other than gzip or deflate,
+    is a 415 (before it is read), over the size limit (as decoded) a 413, one that does not
+    decode as its coding says a 400 (the middleware's). No Content-Type is not JSON either
+    (RFC 9110 §8.3: the recipient may take it as application/octet-stream): `curl -d` sends
+    form data, and a body we guessed at would be a contract nobody wrote."""
     if request.body_exists and not json_media_type(request.content_type, request.charset):
         given = request.headers.get(hdrs.CONTENT_TYPE)
         charset = f"; charset={request.charset}" if request.charset else ""
@@ -129,7 +135,7 @@ async def read_json(request: web.Request, decoder: msgspec.json.Decoder[T]) -> T
             # for its lingering time after the answer
             stop_lingering(request.protocol)
         raise PayloadTooLarge(f"the request body is too large: {exc.text}") from exc
-    return wire.decode(decoder, body)
+    return body
 
 
 def quoted_segments(values: Sequence[str]) -> list[str]:

@@ -15,6 +15,7 @@
 // - with `storage` (the page's localStorage), orders, tags and policy versions survive a
 //   reload: shown at once, revalidated by launch, nothing unchanged fetched again;
 // - polls are revalidated by their answer_tag (sent back in the body; 204 for nothing new);
+// - a poll repeating the body it sent last goes as that body's digest alone;
 // - the route (route_distance_depended) is polled by its own rule: often when the car is close;
 // - force after a user change until a part shows it (or its deadline passes);
 // - the order's change capabilities decide what the user may change.
@@ -58,6 +59,10 @@ export const OPTIONS = {
   // request bodies this long or longer go gzipped where that pays (docs/protocol.md: Request
   // bodies); null: every body plain, as a client that never gzips sends it
   gzipMinBytes: 256,
+  // a poll repeating the body it sent last goes as its digest (docs/protocol.md: The digest
+  // request); false: every body in full, as a client that never sends one. Without
+  // crypto.subtle (a page over plain HTTP from another host) every body goes in full
+  requestDigests: true,
 };
 
 export class Traffic {
@@ -68,6 +73,9 @@ export class Traffic {
     this.bytesReceived = 0;
     this.polls = 0;
     this.partRequests = 0;
+    // digest requests sent, and those the server did not keep the body of (sent in full)
+    this.digests = 0;
+    this.digestMisses = 0;
   }
 }
 
@@ -108,6 +116,9 @@ export class MlutpClient {
     this.headers = headers;
     this.storage = storage;
     this.validated = new Map(); // url → [answer_tag, answer]: polls revalidated by it
+    // url → {text, digest}: the last full body sent there, once answered (so the server keeps
+    // it); the next same body goes as its digest
+    this.sentFull = new Map();
     // the device's position as the app knows it, {point: [lon, lat], dx: accuracy in metres}
     // (null: not known); positionOf makes it from a browser's location fix
     this.position = null;

@@ -21,6 +21,21 @@ export async function encodeBody(text, minBytes) {
   return { body: packed, bytes: packed.length, headers: { "Content-Encoding": "gzip" } };
 }
 
+// the error of a digest the server does not keep the body of: the full body goes at once
+const UNKNOWN_DIGEST = "unknown_request_digest";
+
+// the digest of a full body (docs/protocol.md: The digest request): the first 16 bytes of
+// SHA-256 of its JSON bytes (before any gzip), base64url without padding; null where
+// crypto.subtle is missing (a page over plain HTTP from another host): the body goes in full
+export async function requestDigest(text) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) return null;
+  const hash = await subtle.digest("SHA-256", new TextEncoder().encode(text));
+  let binary = "";
+  for (const byte of new Uint8Array(hash, 0, 16)) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
 export const transport = {
   pause(ms) {
     return new Promise((resolve) => {
@@ -34,32 +49,63 @@ export const transport = {
 
   // a JSON POST through the page's own origin (or `baseUrl`); counted for the traffic panel.
   // With `revalidate`, the last answer's answer_tag goes in the body, and a 204 No Content is
-  // that answer: the client keeps what it has
-  async call(url, body, signal, { revalidate = false } = {}) {
+  // that answer: the client keeps what it has. With `digest` (orders/state), a body the same
+  // as the last one sent there, answered, goes as its digest alone; one the server does not
+  // keep (a restart, another replica) is sent again in full at once, no error
+  async call(url, body, signal, { revalidate = false, digest = false } = {}) {
     const held = revalidate ? this.validated.get(url) : undefined;
-    const sent = await encodeBody(
-      JSON.stringify(held ? { ...body, answer_tag: held[0] } : body), this.options.gzipMinBytes,
-    );
+    const text = JSON.stringify(held ? { ...body, answer_tag: held[0] } : body);
+    let sent = null;
+    if (digest && this.options.requestDigests) {
+      const last = this.sentFull.get(url);
+      if (last && last.text === text) {
+        this.traffic.digests += 1;
+        sent = await this.send(url, JSON.stringify({ request_digest: last.digest }), signal);
+        if (sent.status === 400 && sent.answer?.code === UNKNOWN_DIGEST) {
+          this.traffic.digestMisses += 1;
+          sent = null;
+        }
+      }
+      if (sent === null) {
+        // this body is now the one sent last: a digest stands for it once it is answered
+        this.sentFull.delete(url);
+        sent = await this.send(url, text, signal);
+        if (sent.status === 200 || sent.status === 204) {
+          const bodyDigest = await requestDigest(text);
+          if (bodyDigest) this.sentFull.set(url, { text, digest: bodyDigest });
+        }
+      }
+    } else {
+      sent = await this.send(url, text, signal);
+    }
+    const { status, answer, headers } = sent;
+    if (status === 204 && held) {
+      return { status: 200, answer: held[1], headers };
+    }
+    const tag = answer?.answer_tag;
+    if (revalidate && status === 200 && typeof tag === "string") {
+      this.validated.set(url, [tag, answer]);
+    }
+    return { status, answer, headers };
+  },
+
+  // one POST of this JSON text (gzipped where that pays), counted: its status, its JSON
+  // (null when none) and its headers
+  async send(url, text, signal) {
+    const sent = await encodeBody(text, this.options.gzipMinBytes);
     this.traffic.requests += 1;
     this.traffic.bytesSent += sent.bytes;
     const headers = { "Content-Type": "application/json", ...sent.headers, ...this.headers };
     const response = await this.fetch(this.baseUrl + url, {
       method: "POST", headers, body: sent.body, signal,
     });
-    const text = await response.text();
-    this.traffic.bytesReceived += new TextEncoder().encode(text).length;
-    if (response.status === 204 && held) {
-      return { status: 200, answer: held[1], headers: response.headers };
-    }
+    const payload = await response.text();
+    this.traffic.bytesReceived += new TextEncoder().encode(payload).length;
     let answer = null;
     try {
-      answer = JSON.parse(text);
+      answer = payload ? JSON.parse(payload) : null;
     } catch {
       answer = null;
-    }
-    const tag = answer?.answer_tag;
-    if (revalidate && response.status === 200 && typeof tag === "string") {
-      this.validated.set(url, [tag, answer]);
     }
     return { status: response.status, answer, headers: response.headers };
   },
@@ -69,8 +115,10 @@ export const transport = {
     let result;
     try {
       if (poll) this.traffic.polls += 1;
-      // orders/state is revalidated by its answer_tag (launch always answers in full)
-      result = await this.call(url, body, signal, { revalidate: url.endsWith("/orders/state") });
+      // orders/state is revalidated by its answer_tag (launch always answers in full), and
+      // repeated as a digest
+      const state = url.endsWith("/orders/state");
+      result = await this.call(url, body, signal, { revalidate: state, digest: state });
     } catch (error) {
       if (error.name === "AbortError") throw error;
       if (poll) this.intervalMs = this.options.fallbackIntervalMs;

@@ -10,6 +10,8 @@ in order): each returns what broke a rule, in words; none, when the client kept 
 - keeps a stale order, with its echo fields;
 - echoes the `version` of each actual order it holds (monotonic reads);
 - keeps what it holds on a 204 (nothing new): the orders, and the answer_tag it sends back;
+- sends a digest request only for the full body it sent last (each such poll is checked as
+  that body by the rest);
 - sends `position` in the design note's shape, `{"point": [lon, lat], "dx": <metres>}`.
 """
 
@@ -335,6 +337,18 @@ def answer_kept(exchanges: Sequence[Exchange]) -> list[str]:
         if kept is not None and sent != tag:
             problems.append(f"polled with answer_tag {sent} after a 204 for {tag}")
     return problems
+
+
+def digests_stand_for_previous(exchanges: Sequence[Exchange]) -> list[str]:
+    """A digest request stands for the full body the client sent last to orders/state, byte
+    for byte (docs/protocol.md: The digest request): the digest of another body (an older
+    one, one never sent, one hashed after gzip or re-encoded) asks the server for something
+    else than the client means, or for nothing."""
+    return [
+        f"sent request_digest {e.digest} that is not the digest of its previous full body"
+        for e in exchanges
+        if e.kind == "poll" and e.digest is not None and not e.digest_stood_for
+    ]
 
 
 POSITION_SHAPE = '{"point": [lon, lat], "dx": <metres>}'

@@ -5,6 +5,8 @@ can answer the next polls itself with a 503 and a Retry-After, as a shedding ser
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -46,6 +48,11 @@ class Exchange:
     # the client had gone before its answer came (a poll it gave up, for one that names a
     # user's change): it never saw this answer
     abandoned: bool = False
+    # a digest request (docs/protocol.md: The digest request): the digest sent, `request`
+    # then being the full body it stands for; `digest_stood_for` False when it did not stand
+    # for the client's previous full body (`request` is then the digest request itself)
+    digest: str | None = None
+    digest_stood_for: bool = True
 
     @property
     def kind(self) -> str:
@@ -69,6 +76,8 @@ class Recorder:
     retry_after_s: int = 2
     # (user, answer_tag) → the orders/state answer that carried it
     _tagged: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # user → the last full orders/state body its client sent (as decoded) and that body
+    _last_full: dict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=dict)
     # told of every exchange recorded: a scenario awaits what the client does
     recorded: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -83,6 +92,21 @@ class Recorder:
         self.exchanges.append(exchange)
         async with self.recorded:
             self.recorded.notify_all()
+
+    def _resolve(
+        self, user: str, raw: bytes, body: dict[str, Any]
+    ) -> tuple[dict[str, Any], str | None, bool]:
+        """An orders/state body as the checks read it: a digest request as the full body it
+        stands for, when it is the digest of the client's previous full body (the body, the
+        digest, and whether it stood for it); a full body is kept for the next digest."""
+        digest = body.get("request_digest") if list(body) == ["request_digest"] else None
+        if not isinstance(digest, str):
+            self._last_full[user] = (raw, body)
+            return body, None, True
+        last = self._last_full.get(user)
+        if last is None or digest_of(last[0]) != digest:
+            return body, digest, False
+        return last[1], digest, True
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -99,11 +123,29 @@ class Recorder:
             body = {}
         sent = {k: request.headers[k] for k in REQUEST_HEADERS if k in request.headers}
         at = time.monotonic()
+        digest: str | None = None
+        stood_for = True
+        if request.path == POLL_PATH:
+            body, digest, stood_for = self._resolve(user, raw, body)
         if request.path == POLL_PATH and self.shed_polls > 0:
             self.shed_polls -= 1
             headers = {"Retry-After": str(self.retry_after_s)}
             payload = b'{"code": "overloaded", "message": "conformance kit: shed"}'
-            await self._record(Exchange(at, request.path, user, body, sent, 503, headers, None, at))
+            await self._record(
+                Exchange(
+                    at,
+                    request.path,
+                    user,
+                    body,
+                    sent,
+                    503,
+                    headers,
+                    None,
+                    at,
+                    digest=digest,
+                    digest_stood_for=stood_for,
+                )
+            )
             return web.Response(
                 status=503, body=payload, content_type="application/json", headers=headers
             )
@@ -162,6 +204,8 @@ class Recorder:
                 answer,
                 time.monotonic(),
                 gone,
+                digest,
+                stood_for,
             )
         )
         return web.Response(
@@ -171,6 +215,12 @@ class Recorder:
             if status != 204
             else answer_headers,
         )
+
+
+def digest_of(raw: bytes) -> str:
+    """What a client sends for this full body (docs/protocol.md: The digest request)."""
+    digest = hashlib.sha256(raw).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 async def _forward(

@@ -65,6 +65,7 @@ def check(exchanges: Sequence[Exchange], policy_paths: Iterable[Path]) -> list[s
         "stale echo": checks.stale_orders_kept_with_echo(exchanges),
         "version echo": checks.versions_echoed(exchanges),
         "nothing new": checks.answer_kept(exchanges),
+        "digest": checks.digests_stand_for_previous(exchanges),
         "position": checks.position_shaped(exchanges, urls),
     }
     return [f"{name}: {problem}" for name, problems in found.items() for problem in problems]

@@ -8,6 +8,7 @@ import msgspec
 
 from shared.protocol.allowed_changes import AllowedChange
 from shared.protocol.answer_tag import MAX_ANSWER_TAG_LENGTH
+from shared.protocol.request_digest import REQUEST_DIGEST_PATTERN
 from shared.protocol.waiting import MAX_WAIT_MS
 from shared.wire import ClientTagText, OrderId, PartData, PartName, ServiceName
 
@@ -50,6 +51,16 @@ class StateRequest(msgspec.Struct):
     policy_versions: HeldVersions = {}
     # the answer_tag of the answer the client holds: the same answer now is a 204, no body
     answer_tag: Annotated[str, msgspec.Meta(max_length=MAX_ANSWER_TAG_LENGTH)] | None = None
+    # the digest request: this alone stands for the full body the client sent last
+    # (docs/protocol.md: The digest request); with any other field it is a 400
+    request_digest: Annotated[str, msgspec.Meta(pattern=REQUEST_DIGEST_PATTERN)] | None = None
+
+
+class DigestRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A digest request as it must come: the digest alone (docs/protocol.md: The digest
+    request)."""
+
+    request_digest: Annotated[str, msgspec.Meta(pattern=REQUEST_DIGEST_PATTERN)]
 
 
 class LaunchRequest(msgspec.Struct):

@@ -5,7 +5,8 @@ from aiohttp import web
 from services.bff.resources import POLICY, setup_bff
 from services.orders_state import handlers
 from services.orders_state.config import OrdersStateSettings
-from services.orders_state.keys import MAX_PART_ORDERS
+from services.orders_state.kept_requests import KeptRequests
+from services.orders_state.keys import KEPT_REQUESTS, MAX_PART_ORDERS
 from services.orders_state.waiting.setup import setup_waiting
 from shared.policy import PollingType
 from shared.web import create_base_app
@@ -20,6 +21,10 @@ def create_app(settings: OrdersStateSettings) -> web.Application:
     policy = app[POLICY]
     protocol = settings.protocol
     app[MAX_PART_ORDERS] = protocol.max_part_orders
+    digests = settings.request_digests
+    app[KEPT_REQUESTS] = KeptRequests(
+        per_user=digests.per_user, max_entries=digests.max_entries, max_bytes=digests.max_bytes
+    )
 
     setup_waiting(app, settings)
     app.router.add_post("/mlutp/v1/orders/state", handlers.orders_state)

@@ -15,6 +15,28 @@ from shared.config import DEFAULT_PORTS, RedisSettings, variable
 from shared.protocol.waiting import WaitingConfig, WakeupTimings
 
 
+class RequestDigestSettings(BaseModel):
+    """The digest request's store (services/orders_state/kept_requests.py, docs/protocol.md:
+    The digest request; 0 entries: every digest is unknown, a client sends every body in
+    full)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # a client's digest only ever names the last body it sent, so a user needs one kept body
+    # per device polling this process: a phone, a tablet, a browser tab or two. Past it the
+    # user's least recently used body goes; that device's next digest is one round trip more
+    per_user: int = Field(4, ge=1)
+    # in all: twice the waiting polls one process holds (MLUTP_MAX_WAITING's default), whose
+    # clients each repeat their body right after every answer, with room for the clients
+    # polling at an interval beside them. A body dropped costs its client a round trip, never
+    # an answer
+    max_entries: int = Field(20_000, ge=0)
+    # and by the bodies' bytes as decoded (up to 64 KiB each), so that a fleet of large bodies
+    # (many known orders, long echo fields) is bounded as well as the count: the parsed
+    # objects take a few times these bytes
+    max_bytes: int = Field(16 * 2**20, ge=0)
+
+
 class WaitingSettings(BaseModel):
     """The waiting polls' numbers but their cap and the watch cache (an operator's variables);
     shared.protocol.waiting's WaitingConfig and WakeupTimings say why each is what it is."""
@@ -44,3 +66,4 @@ class OrdersStateSettings(BffSettings):
     # cache); off, every waiting poll looks
     watch_cache: bool = variable(WaitingConfig.watch_cache)
     waiting: WaitingSettings = WaitingSettings()
+    request_digests: RequestDigestSettings = RequestDigestSettings()

@@ -1,7 +1,8 @@
 """The conformance kit's recording pass-through keeps a client under test to the paths it names:
 a dot segment (plain or percent-encoded) or an encoded slash, which would carry a "feature"
 call on to the emulator's control API (faults, the driver, orders for any user), is a JSON 400
-that reaches nothing and records nothing; a user change as the contract names it passes."""
+that reaches nothing and records nothing; a user change as the contract names it passes; a
+digest request is recorded as the body it stands for."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from devtools.conformance.recording import Recorder, create_app
+from devtools.conformance.checks import digests_stand_for_previous
+from devtools.conformance.recording import POLL_PATH, Recorder, create_app, digest_of
 from emulator.keys import DRIVER, FAULTS, WORLD
 from tests.emulator_api import create_order
 from tests.raw_http import raw_post
@@ -81,3 +83,24 @@ async def test_a_user_change_passes_and_is_recorded_as_a_feature_call(
     assert changed.status == 200, await changed.text()
     [exchange] = recorder.exchanges
     assert exchange.kind == "feature" and exchange.path == path and exchange.status == 200
+
+
+async def test_a_digest_request_is_recorded_as_the_full_body_it_stands_for(
+    kit: TestClient, recorder: Recorder, unique: str
+) -> None:
+    """docs/protocol.md: The digest request. The kit checks a digest request as the body it
+    stands for, the client's previous full one; a digest of any other body is a violation."""
+    full = json.dumps({"known_orders": [], "answer_tag": "abc", "wait_ms": 2000}).encode()
+    headers = {"X-Yandex-UID": unique, "Content-Type": "application/json"}
+    for body in (
+        full,
+        json.dumps({"request_digest": digest_of(full)}).encode(),
+        json.dumps({"request_digest": digest_of(full + b" ")}).encode(),
+    ):
+        await kit.post(POLL_PATH, data=body, headers=headers)
+    sent, repeated, other = recorder.exchanges
+    assert repeated.request == sent.request == json.loads(full)
+    assert repeated.digest == digest_of(full) and repeated.digest_stood_for
+    assert not other.digest_stood_for
+    [problem] = digests_stand_for_previous(recorder.exchanges)
+    assert other.digest is not None and other.digest in problem

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { MlutpClient, positionOf } from "../../demo/static/client.js";
+import { requestDigest } from "../../demo/static/transport.js";
 
 const RULES = [
   { service: "taxi", part_name: "fast_info", url: "/mlutp/v1/taxi/fast_info", part_type: "totw",
@@ -30,6 +31,8 @@ class Server {
     this.shedding = false; // orders/state answered 503, as admission control sheds a poll
     this.needAnyway = new Set(); // part names listed in need_request even when current
     this.versions = { taxi: "v1", grocery: "v1" }; // the policy versions a client is to hold
+    this.kept = new Map(); // digest → the orders/state body it stands for
+    this.forgetting = false; // every digest unknown, as a restarted server's
     this.fetch = this.fetch.bind(this);
   }
 
@@ -78,11 +81,24 @@ class Server {
         new Blob([init.body]).stream().pipeThrough(new DecompressionStream("gzip")),
       ).text()
       : init.body;
-    const body = JSON.parse(text);
+    let body = JSON.parse(text);
+    // a digest request (docs/protocol.md: The digest request), recorded as the full body it
+    // stands for if this server keeps it
+    const digest = path === "/mlutp/v1/orders/state" && Object.keys(body).join() === "request_digest";
+    if (digest) {
+      const kept = this.kept.get(body.request_digest);
+      if (!kept || this.forgetting) {
+        this.events.push(["request", { url: path, body, headers: init.headers, digest, unknown: true }]);
+        return json({ code: "unknown_request_digest", message: "send the full body" }, {}, 400);
+      }
+      body = kept;
+    } else if (path === "/mlutp/v1/orders/state") {
+      this.kept.set(await requestDigest(text), body);
+    }
     // bytes as they went, and as the JSON they stand for
     const sentBytes = gzipped ? init.body.length : new TextEncoder().encode(text).length;
     const jsonBytes = new TextEncoder().encode(text).length;
-    this.events.push(["request", { url: path, body, headers: init.headers, sentBytes, jsonBytes }]);
+    this.events.push(["request", { url: path, body, headers: init.headers, sentBytes, jsonBytes, digest }]);
     if (path === "/4.0/launch") {
       const state = {
         orders: this.state(body.known_orders), allowed_changes: {},
@@ -444,4 +460,72 @@ test("a client that never gzips sends every body plain and is shown the same", a
   assert.deepEqual(views[0], views[1]);
   assert.equal(views[0][0].status, "waiting");
   assert.equal(views[0][0].data.eta, 3);
+});
+
+test("the digest of a body is the first 16 bytes of its SHA-256, base64url unpadded", async () => {
+  // the value tests/shared/protocol/test_request_digest.py checks the server's against
+  assert.equal(await requestDigest("{}"), "RBNvo1WzZ4oRRq0W9-hkng");
+});
+
+test("a poll repeating the body sent last goes as its digest, answered as that body", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  const shown = client.view();
+  await client.cycle();
+  await client.cycle();
+  const [first, second, third] = server.requests("/orders/state");
+  assert.ok(!first.digest && !second.digest);
+  // the third repeats the second (its answer_tag sent back, a 204): the digest alone
+  assert.ok(third.digest && third.headers["Content-Encoding"] === undefined);
+  assert.deepEqual(third.body, second.body);
+  assert.equal(client.traffic.digests, 1);
+  assert.deepEqual(client.view(), shown);
+  // news comes through it as through the full body
+  server.change("t1", "fast_info", { eta: 3 });
+  await client.cycle();
+  assert.equal(client.view()[0].data.eta, 3);
+});
+
+test("a digest the server does not keep is followed at once by the full body, no backoff", async () => {
+  const server = new Server();
+  taxi(server);
+  const client = clientOf(server);
+  await client.launch();
+  await client.cycle();
+  await client.cycle();
+  server.forgetting = true; // as a restarted server: it keeps nothing sent before
+  const before = server.requests("/orders/state").length;
+  await client.cycle();
+  const [digest, full] = server.requests("/orders/state").slice(before);
+  assert.ok(digest.unknown);
+  assert.ok(!full.digest && full.body.answer_tag);
+  assert.equal(client.traffic.digestMisses, 1);
+  assert.equal(client.intervalMs, 1000); // the server's, not the fallback
+  assert.equal(client.view()[0].updateStatus, "actual");
+  server.forgetting = false;
+  await client.cycle();
+  assert.ok(server.requests("/orders/state").at(-1).digest);
+});
+
+test("a client told never to send digests, or without crypto.subtle, sends full bodies", async () => {
+  const server = new Server();
+  taxi(server);
+  const never = clientOf(server, { options: { requestDigests: false } });
+  await never.launch();
+  for (let i = 0; i < 3; i += 1) await never.cycle();
+  assert.ok(server.requests("/orders/state").every((r) => !r.digest));
+  const crypto = Object.getOwnPropertyDescriptor(globalThis, "crypto");
+  Object.defineProperty(globalThis, "crypto", { value: undefined, configurable: true });
+  try {
+    const bare = clientOf(server);
+    await bare.launch();
+    for (let i = 0; i < 3; i += 1) await bare.cycle();
+  } finally {
+    Object.defineProperty(globalThis, "crypto", crypto);
+  }
+  assert.ok(server.requests("/orders/state").every((r) => !r.digest));
+  assert.equal(server.requests("/orders/state").length, 6);
 });

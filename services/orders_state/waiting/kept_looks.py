@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from services.bff.engine import LookResult
 from services.bff.poll import Poll
@@ -17,15 +17,14 @@ from shared.protocol.monotonic import echoed_version
 from shared.protocol.waiting import KeptLook, kept_look_holds
 
 
-def cache_key(poll: Poll) -> Hashable | None:
-    """The same user, known orders (their statuses, echoed versions and tags), services and
-    stated versions; none when the client forces a refetch (that needs a look)."""
+def body_key(poll: Poll) -> Hashable | None:
+    """What a poll's body adds to its watch-cache key, its user's id with it: computed once
+    per kept body (services/orders_state/kept_requests.py), so a digest request skips it.
+    None when the client forces a refetch (that needs a look)."""
     if poll.forced:
         return None
     return (
         poll.user_id,
-        # forwarded to the sources: two devices of one user in two languages get two answers
-        poll.caller.headers.get("Accept-Language"),
         tuple(
             (
                 known_order.key,
@@ -39,6 +38,20 @@ def cache_key(poll: Poll) -> Hashable | None:
         tuple(poll.services),
         tuple(sorted(poll.stated_versions.items())),
     )
+
+
+# a poll's body_key, or a memo of it (a kept body's, services/orders_state/kept_requests.py)
+BodyKeyOf = Callable[[Poll], Hashable | None]
+
+
+def cache_key(poll: Poll, body_key_of: BodyKeyOf = body_key) -> Hashable | None:
+    """The same user, known orders (their statuses, echoed versions and tags), services and
+    stated versions; none when the client forces a refetch (that needs a look)."""
+    body = body_key_of(poll)
+    if body is None:
+        return None
+    # forwarded to the sources: two devices of one user in two languages get two answers
+    return (poll.caller.headers.get("Accept-Language"), body)
 
 
 class KeptLooks:

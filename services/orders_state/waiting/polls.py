@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from services.bff.admission import Admission
 from services.bff.engine import LookResult, OrdersStateEngine
 from services.bff.poll import Poll
-from services.orders_state.waiting.kept_looks import KeptLooks, cache_key
+from services.orders_state.waiting.kept_looks import BodyKeyOf, KeptLooks, body_key, cache_key
 from services.orders_state.waiting.metrics import WaitingMetrics
 from services.orders_state.waiting.ports import (
     UNOBSERVED,
@@ -110,7 +110,9 @@ class WaitingPolls:
         for waiter in self._waiters:
             waiter.ring()
 
-    async def answer(self, poll: Poll) -> WaitedAnswer:
+    async def answer(self, poll: Poll, body_key_of: BodyKeyOf = body_key) -> WaitedAnswer:
+        """`body_key_of`: the watch cache's key of the poll's body, or a memo of it (a kept
+        body's: a digest request reuses the key its full body's poll computed)."""
         if poll.wait_ms == 0:
             with self.admission.admit():
                 result = await self.engine.look(poll)
@@ -119,7 +121,7 @@ class WaitingPolls:
         now = loop.time()
         first_here = self.seen_users.first_here(poll.user_id, now)
         ends_at = now + wait_budget_ms(poll.wait_ms, self.rng, first_here=first_here) / 1000
-        wait = Wait(self, poll, ends_at)
+        wait = Wait(self, poll, ends_at, body_key_of)
         try:
             answered = await self._answer(wait)
         except Overloaded:
@@ -181,7 +183,8 @@ class WaitingPolls:
                 )
             except (RedisError, OSError, TimeoutError) as exc:
                 return await self._cannot_listen(wait, exc)
-            key = cache_key(wait.poll) if self._may_hold(wait.poll) else None
+            may_hold = self._may_hold(wait.poll)
+            key = cache_key(wait.poll, wait.body_key_of) if may_hold else None
             kept = self.kept_looks.holding(
                 key, wakeups, channels, tag_cache_up=self.engine.tag_cache.available
             )

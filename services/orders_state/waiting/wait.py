@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from services.bff.engine import LookResult
 from services.bff.poll import Poll
+from services.orders_state.waiting.kept_looks import BodyKeyOf
 from shared.protocol.waiting import Moment, Verdict, waiting_verdict
 
 if TYPE_CHECKING:
@@ -24,9 +25,11 @@ class Wait:
         polls: WaitingPolls,
         poll: Poll,
         ends_at: float,
+        body_key_of: BodyKeyOf,
     ) -> None:
         self.polls = polls
         self.poll = poll
+        self.body_key_of = body_key_of
         self.known_statuses = {
             known_order.key: known_order.order.status for known_order in poll.known_orders
         }
