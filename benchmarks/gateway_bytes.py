@@ -18,7 +18,8 @@ that estimate alone.
 A replayed poll is sent as the client sent it, but for two things, both the same length:
 a waiting poll's `wait_ms` is --replay-wait-ms (a timeout is replayed without its whole wait),
 and a poll answered 204 whose `answer_tag` the driver's last changes made stale gets the
-current one (so that it is answered 204 again). Each replay's status is checked against the
+current one (so that it is answered 204 again). A digest request is replayed as the digest of
+its user's last body in full, made ready so and sent once first (so that the process keeps it). Each replay's status is checked against the
 client's (nginx's access log); with --gzip-requests every request body is sent gzipped where
 that makes it smaller, whatever the client sent (the services accept it).
 
@@ -45,6 +46,7 @@ from devtools.gateway import (
     Gateway,
     Recorded,
     direct_status,
+    is_digest_request,
     missing_tools,
     negotiated_h2,
     replay,
@@ -53,6 +55,7 @@ from devtools.gateway import (
 from devtools.loadtest.config import LoadtestConfig, PhaseResult
 from devtools.loadtest.phases import run_phase
 from devtools.stack import Stack, free_ports_env
+from shared.protocol.request_digest import request_digest
 
 PHASES = ("legacy", "mlutp", "mlutp_wait")
 SCHEMES = {"mlutp": "plain polls", "mlutp_wait": "waiting polls"}
@@ -61,7 +64,9 @@ POLL = "/mlutp/v1/orders/state"
 NAMED = (
     ("poll → 200", "mlutp", f"{POLL} 200"),
     ("poll → 204 nothing new", "mlutp", f"{POLL} 204"),
+    ("poll by digest → 204", "mlutp", f"{POLL} 204 digest"),
     ("waiting poll → 204 timeout", "mlutp_wait", f"{POLL} 204"),
+    ("waiting poll by digest → 204 timeout", "mlutp_wait", f"{POLL} 204 digest"),
     ("legacy totw", "legacy", "/3.0/taxiontheway 200"),
 )
 
@@ -123,8 +128,11 @@ async def ready_to_replay(
     recorded: Recorded,
     replay_wait_ms: int,
     gzip_requests: bool,
+    recorder: ExchangeRecorder,
 ) -> Recorded | None:
     """The recorded exchange as it is replayed, answered as it was; None if it is not."""
+    if is_digest_request(recorded.plain_body()):
+        return await digest_to_replay(session, phase, recorded, replay_wait_ms, recorder)
     sample = recorded.with_wait_ms(replay_wait_ms) if phase == "mlutp_wait" else recorded
     if gzip_requests:
         sample = sample.gzipped_if_smaller()
@@ -134,6 +142,29 @@ async def ready_to_replay(
         tag = json.loads(payload).get("answer_tag")
         sample = sample.with_body_field("answer_tag", tag)
         status, _ = await direct_status(session, sample)
+    return sample if status == recorded.status else None
+
+
+async def digest_to_replay(
+    session: aiohttp.ClientSession,
+    phase: str,
+    recorded: Recorded,
+    replay_wait_ms: int,
+    recorder: ExchangeRecorder,
+) -> Recorded | None:
+    """A digest request stands for its user's last body in full: that body (made ready as any
+    poll answered 204) is sent once so that the process keeps it, and the digest of what was
+    sent is replayed, its body the client's length."""
+    full = recorder.full_requests.get((phase, recorded.path, recorded.user))
+    if full is None:
+        return None
+    as_204 = Recorded(full.method, full.url, full.headers, full.body, recorded.status)
+    kept = await ready_to_replay(session, phase, as_204, replay_wait_ms, False, recorder)
+    if kept is None:
+        return None
+    digest = {"request_digest": request_digest(kept.plain_body())}
+    sample = recorded.with_plain_body(json.dumps(digest).encode())
+    status, _ = await direct_status(session, sample)
     return sample if status == recorded.status else None
 
 
@@ -155,7 +186,9 @@ async def measure(
             if recorded is None:
                 print(f"  {phase} {key}: no exchange recorded, not replayed", file=sys.stderr)
                 continue
-            sample = await ready_to_replay(session, phase, recorded, replay_wait_ms, gzip_requests)
+            sample = await ready_to_replay(
+                session, phase, recorded, replay_wait_ms, gzip_requests, recorder
+            )
             if sample is None:
                 print(f"  {phase} {key}: answered otherwise now, not replayed", file=sys.stderr)
                 continue

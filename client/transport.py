@@ -112,7 +112,9 @@ class ClientStats:
             ("response_headers", answer.headers),
         ):
             self.wire[kind] += size
-        exchange = f"{info.url.path} {response.status}"
+        # a digest request (docs/protocol.md: The digest request) is an exchange of its own
+        digest = (plain if plain is not None else sent).startswith(b'{"request_digest"')
+        exchange = f"{info.url.path} {response.status}{' digest' if digest else ''}"
         self.exchanges[exchange] += 1
         self.wire_by_exchange[exchange] += (
             request.body_gzip + request.headers + answer.body_gzip + answer.headers

@@ -40,6 +40,15 @@ GZIP_LEVEL = 6
 GZIP_MIN_LENGTH = 20
 # what h2load and the proxy set themselves, so not replayed from a recorded request
 NOT_REPLAYED = {"host", "content-length", "connection", "transfer-encoding"}
+# a digest request's body (docs/protocol.md: The digest request) begins so, as the reference
+# clients encode it
+DIGEST_BODY = b'{"request_digest"'
+
+
+def is_digest_request(plain: bytes) -> bool:
+    return plain.lstrip().startswith(DIGEST_BODY)
+
+
 # the first bytes an h2c client sends (RFC 9113, 3.4) and the frame type of a server's first
 # frame (SETTINGS)
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -81,8 +90,14 @@ class Recorded:
 
     @property
     def key(self) -> str:
-        """As client.transport.ClientStats counts exchanges: `<path> <status>`."""
-        return f"{self.path} {self.status}"
+        """As client.transport.ClientStats counts exchanges: `<path> <status>`, and ` digest`
+        for a digest request."""
+        digest = " digest" if is_digest_request(self.plain_body()) else ""
+        return f"{self.path} {self.status}{digest}"
+
+    @property
+    def user(self) -> str:
+        return next((v for k, v in self.headers if k.lower() == "x-yandex-uid"), "")
 
     @property
     def gzipped(self) -> bool:
@@ -132,11 +147,13 @@ class Recorded:
 
 class ExchangeRecorder:
     """An aiohttp TraceConfig that keeps the last exchange of each `<path> <status>` a
-    session made, by the `group` set at the time (a load test's phase)."""
+    session made, by the `group` set at the time (a load test's phase), and each user's last
+    request in full of each path (what a digest request of theirs stands for)."""
 
     def __init__(self) -> None:
         self.group = ""
         self.samples: dict[str, dict[str, Recorded]] = {}
+        self.full_requests: dict[tuple[str, str, str], Recorded] = {}
         self.trace = aiohttp.TraceConfig()
         self.trace.on_request_start.append(self._start)
         self.trace.on_request_chunk_sent.append(self._chunk)
@@ -167,6 +184,8 @@ class ExchangeRecorder:
             params.response.status,
         )
         self.samples.setdefault(self.group, {})[recorded.key] = recorded
+        if recorded.body and not is_digest_request(recorded.plain_body()):
+            self.full_requests[(self.group, recorded.path, recorded.user)] = recorded
 
 
 def nginx_config(

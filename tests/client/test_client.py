@@ -511,9 +511,11 @@ async def test_a_poll_with_nothing_new_is_answered_204_and_the_client_keeps_what
     assert client.stats.errors == errors
     [view] = client.view()
     assert view.status == "driving" and view.update_status == "actual"
-    # the held answer is still the one sent back: nothing new again is a 204 again
+    # the held answer is still the one sent back: nothing new again is a 204 again, the
+    # same body sent as its digest (docs/protocol.md: The digest request)
     await client.cycle()
-    assert client.stats.exchanges["/mlutp/v1/orders/state 204"] == 2
+    assert client.stats.exchanges["/mlutp/v1/orders/state 204 digest"] == 1
+    assert client.stats.digests == 1
     assert client.stats.exchanges["/mlutp/v1/orders/state 200"] == 1
 
 
