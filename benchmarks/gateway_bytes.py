@@ -19,9 +19,10 @@ A replayed poll is sent as the client sent it, but for two things, both the same
 a waiting poll's `wait_ms` is --replay-wait-ms (a timeout is replayed without its whole wait),
 and a poll answered 204 whose `answer_tag` the driver's last changes made stale gets the
 current one (so that it is answered 204 again). A digest request is replayed as the digest of
-its user's last body in full, made ready so and sent once first (so that the process keeps it). Each replay's status is checked against the
-client's (nginx's access log); with --gzip-requests every request body is sent gzipped where
-that makes it smaller, whatever the client sent (the services accept it).
+its user's last body in full, made ready so and sent once first (so that the process keeps
+it). Each replay's status is checked against the client's (nginx's access log); with
+--gzip-requests every request body is sent gzipped where that makes it smaller, whatever the
+client sent (the services accept it).
 
     python benchmarks/gateway_bytes.py [--clients 30] [--duration 60] [--warmup 15]
         [--more 3] [--replay-wait-ms 1000] [--gzip-requests] [--out gateway-bytes.json]
