@@ -32,7 +32,7 @@ import msgspec
 import pytest
 
 from services.bff.ports import PartKey
-from services.orders_state.waiting import kept_looks, polls
+from services.orders_state.waiting import kept_looks, wait
 from shared.protocol.waiting import (
     Answer,
     KeptLook,
@@ -65,7 +65,7 @@ def _verdict_before_the_fix(
 
 
 def held_polls_look_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(polls, "waiting_verdict", _verdict_before_the_fix)
+    monkeypatch.setattr(wait, "waiting_verdict", _verdict_before_the_fix)
 
 
 def kept_ages_unspread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +116,7 @@ def part_cache_any_content(monkeypatch: pytest.MonkeyPatch) -> None:
     ) -> bool:
         return stored_content is not None and now_ms - kept_issued_ms < ttl_ms
 
-    monkeypatch.setattr("services.bff.part_service.kept_part_serves", any_content)
+    monkeypatch.setattr("services.bff.part_cache_step.kept_part_serves", any_content)
 
 
 SWITCHES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {

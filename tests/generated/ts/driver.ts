@@ -35,14 +35,14 @@ async function main(): Promise<void> {
     { orderid, service: order.service, status: order.status, tags: order.tags },
   ]);
   const polled = await stateApi.pollOrdersState({
-    ordersStateRequest: { knownOrders: known },
+    ordersStateBody: { knownOrders: known },
   });
   if (!polled) {
     throw new Error("the first poll came without a body");
   }
   // its answer_tag sent back: nothing new is a 204, no body, and no error thrown
   const again = await stateApi.pollOrdersStateRaw({
-    ordersStateRequest: { knownOrders: known, answerTag: polled.answerTag },
+    ordersStateBody: { knownOrders: known, answerTag: polled.answerTag },
   });
   console.log(
     JSON.stringify({
