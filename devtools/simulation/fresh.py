@@ -124,6 +124,13 @@ class FreshChecks(CheckerBase):
             longest = self._longest(client, base - 1, extended)
             for span in self.timeline.degraded_spans(base - 1, deadline):
                 extended = max(extended, span.end + longest + SEEN_WITHIN_S)
+                if self.timeline.emptied(span.start, span.end):
+                    # back empty: the order's tags are made again by the first look after it,
+                    # and a part whose tag was made again is due at the order's own moment in
+                    # the degraded TTL from then (shared/protocol/need_request.py), then seen
+                    # by the next poll
+                    remade = span.end + longest
+                    extended = max(extended, remade + DEGRADED_TTL_S + longest + SEEN_WITHIN_S)
             for span in self.timeline.source_spans(service, base - 1, deadline):
                 extended = max(extended, span.end + MIN_TTL_S + longest + SEEN_WITHIN_S)
             # the store lost the order's tags while its source was out (before the change or

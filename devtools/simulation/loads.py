@@ -22,6 +22,7 @@ from devtools.simulation.clients import BACKOFF_CAP_S
 from devtools.simulation.scenario import MAX_LAG_S
 from devtools.simulation.upstreams import Call
 from devtools.simulation.vloop import WALL_EPOCH_S
+from shared.wire import OrderKey
 
 
 class Loads:
@@ -40,10 +41,11 @@ class Loads:
       source is asked on every poll"): every source, for each poll a client sends then;
     - a source failing or lagging is asked on every look (its answer is not kept);
     - heavy: for each change of an order's parts, one fetch by each client, after its next
-      look (or the one after the min TTL): part fetches coalesce within a process, and routing
-      by user sends a user's requests to one (two around a restart, which moves its users and
-      back); the parts once more after the store lost its tags; while a part upstream fails,
-      each client's retries with backoff.
+      look (or the one after the min TTL; a change made while the order's source was out, at
+      its return, since its orders are answered stale till then): part fetches coalesce
+      within a process, and routing by user sends a user's requests to one (two around a
+      restart, which moves its users and back); the parts once more after the store lost
+      its tags; while a part upstream fails, each client's retries with backoff.
     The bound is the fleet's, all replicas together, whatever their number (docs/protocol.md:
     A fleet): a spraying balancer (Options.spraying_router) that makes each process's memos
     see a share of a user's requests pays more than it, and is found.
@@ -141,6 +143,19 @@ class Loads:
         changes += [
             (c.data_t, world.orders[c.key], c.key.service == "taxi") for c in world.user_changes
         ]
+        # a source out (down, slow, lagging): its orders are answered stale, so the parts that
+        # changed meanwhile are fetched after its return, paid as a change made at the return
+        for f in timeline.faults:
+            if not f.kind.startswith("source_"):
+                continue
+            back = f.end + f.value
+            stale: dict[OrderKey, set[str]] = {}
+            for t, key, written in world.part_bumps:
+                if key.service == f.target and f.start <= t <= back:
+                    stale.setdefault(key, set()).update(written)
+            for key, changed in stale.items():
+                bumped[(back, key)] = tuple(sorted(changed))
+                changes.append((back, world.orders[key], "slow" in changed))
         for t, order, performer in changes:
             user = order.user_id
             if user not in looks:
