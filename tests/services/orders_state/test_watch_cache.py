@@ -175,7 +175,7 @@ async def test_with_order_tags_stopped_and_redis_up_a_re_poll_looks_within_a_few
     process heard order_tags lately. Past that a re-poll looks, its tag read fails, and it
     answers degraded with the source's status: within the bound and one wait, not at the
     next full look (0.75 × list_max_age)."""
-    within_s, wait_ms = 2.0, 1_000
+    within_s, wait_ms = 3.0, 1_000
     client = await make_waiting_state(watch_cache=True, waiting={"tags_read_within_s": within_s})
     orderid, tags = await caught_up(emulator, redis_sync, unique)
     _, headers = await poll_order(client, unique, orderid, tags, wait_ms=wait_ms)
