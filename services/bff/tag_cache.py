@@ -69,6 +69,10 @@ class TagCache:
         # unix ms of the first failure since the cache last answered: the outage's start,
         # from which degraded refetches are spread
         self.unavailable_since_ms: int | None = None
+        # unix ms of the last read order_tags answered: a waiting re-poll held from a kept
+        # look reads no tags, so the watch cache asks how long the cache has gone unheard
+        # (shared.protocol.waiting.kept_look_holds)
+        self.read_at_ms: int | None = None
         # the failed calls the circuit has counted: a joined call's failure reaches each poll
         # joined in it as one exception, and counts once, so "failures in a row" are calls,
         # not polls (else one lost call of five polls opened the circuit for everyone)
@@ -148,6 +152,7 @@ class TagCache:
             raise
         self.circuit.success()
         self.unavailable_since_ms = None
+        self.read_at_ms = int(self.wall_clock() * 1000)
         self.metrics.tag_cache_call("ok").inc()
         self.metrics.circuit_open.set(0)
         read = TagsRead({}, {}, {})

@@ -49,6 +49,7 @@ class WaitingSettings(BaseModel):
     settle_s: float = Field(WaitingConfig.wakeup_settle_s, ge=0, le=5)
     subscribe_deadline_s: float = Field(WaitingConfig.subscribe_deadline_s, gt=0)
     keepalive_s: float = Field(WakeupTimings.keepalive_s, gt=0)
+    tags_read_within_s: float = Field(WaitingConfig.tags_read_within_s, gt=0)
 
 
 class OrdersStateSettings(BffSettings):

@@ -52,6 +52,16 @@ class WaitingConfig:
     # same. The default of ORDERS_STATE_WATCH_CACHE: off, every waiting poll looks (an operator
     # whose writers bypass order_tags may want that)
     watch_cache: bool = True
+    # a kept look holds only while the process's last tag read that order_tags answered is
+    # younger than this. Held re-polls read no tags, so with order_tags down and its Redis up
+    # no read fails (the circuit stays closed) and no poll rings (the writers' writes fail, so
+    # nothing is published): a change made meanwhile would wait for order_tags' return or the
+    # next full look. The pub/sub keepalive's period (WakeupTimings.keepalive_s): a silent
+    # order_tags is found about as soon as a silent Redis, and a change made meanwhile shows
+    # within it and one wait, near a client's interval without waiting. It costs a quiet
+    # process one look per period and a busy one nothing (its looks read tags all the time);
+    # held polls are not answered for it, each re-poll past it looks on its own: no burst
+    tags_read_within_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -271,20 +281,27 @@ def kept_look_holds(
     stamp: object,
     listening: bool,
     tag_cache_up: bool,
+    tags_read_at_ms: float | None,
     now_ms: float,
     max_age_ms: float,
+    tags_read_within_ms: float,
 ) -> bool:
     """Whether a waiting poll the same as the one that made `kept` (the same user, known
     orders with the same statuses and tags, none forced, the same services and stated
     versions) may be held at once from that look, with no new look (docs/protocol.md:
     Waiting poll): nothing heard on its channels since and pub/sub never lost in between
     (`stamp` is still the kept one), every channel still listened to, the tag cache's
-    circuit closed, no change the min TTL held back due yet, and its answers younger than
-    `max_age_ms` (KEPT_AGE_SPREAD_FROM × list_max_age: no kept answer it read can have
-    expired, so a full look happens that often at least, and sees a lost message's change)."""
+    circuit closed and the process's last answered tag read (`tags_read_at_ms`, unix ms; None:
+    none yet) younger than `tags_read_within_ms` (held re-polls read no tags: order_tags gone
+    silent with its Redis up would open no circuit and ring no poll), no change the min TTL
+    held back due yet, and its answers younger than `max_age_ms` (KEPT_AGE_SPREAD_FROM ×
+    list_max_age: no kept answer it read can have expired, so a full look happens that often
+    at least, and sees a lost message's change)."""
     return (
         listening
         and tag_cache_up
+        and tags_read_at_ms is not None
+        and now_ms - tags_read_at_ms < tags_read_within_ms
         and stamp == kept.stamp
         and now_ms - kept.since_ms < max_age_ms
         and (kept.due_at_ms is None or now_ms < kept.due_at_ms)

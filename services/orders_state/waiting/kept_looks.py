@@ -57,16 +57,25 @@ def cache_key(poll: Poll, body_key_of: BodyKeyOf = body_key) -> Hashable | None:
 class KeptLooks:
     """At most `max_entries` clients' last looks, the least recently used dropped first."""
 
-    def __init__(self, *, max_entries: int, max_age_ms: float) -> None:
+    def __init__(self, *, max_entries: int, max_age_ms: float, tags_read_within_ms: float) -> None:
         self.max_entries = max_entries
         # a full look at least this often: the earliest a kept source answer expires
         self.max_age_ms = max_age_ms
+        # a look at least this long after the process's last answered tag read
+        self.tags_read_within_ms = tags_read_within_ms
         self._kept: OrderedDict[Hashable, tuple[KeptLook, LookResult]] = OrderedDict()
 
     def holding(
-        self, key: Hashable | None, wakeups: Wakeups, channels: Sequence[str], *, tag_cache_up: bool
+        self,
+        key: Hashable | None,
+        wakeups: Wakeups,
+        channels: Sequence[str],
+        *,
+        tag_cache_up: bool,
+        tags_read_at_ms: float | None,
     ) -> tuple[KeptLook, LookResult] | None:
-        """The client's last look, if it still holds for this poll."""
+        """The client's last look, if it still holds for this poll. `tags_read_at_ms`: the
+        process's last tag read order_tags answered (unix ms)."""
         if key is None or (entry := self._kept.get(key)) is None:
             return None
         if not kept_look_holds(
@@ -74,8 +83,10 @@ class KeptLooks:
             stamp=wakeups.stamp(channels),
             listening=all(map(wakeups.listening, channels)),
             tag_cache_up=tag_cache_up,
+            tags_read_at_ms=tags_read_at_ms,
             now_ms=time.time() * 1000,
             max_age_ms=self.max_age_ms,
+            tags_read_within_ms=self.tags_read_within_ms,
         ):
             del self._kept[key]
             return None

@@ -98,6 +98,7 @@ class WaitingPolls:
         self.kept_looks = KeptLooks(
             max_entries=config.max_waiting,
             max_age_ms=KEPT_AGE_SPREAD_FROM * engine.config.list_max_age_ms,
+            tags_read_within_ms=config.tags_read_within_s * 1000,
         )
         # a client polls again at once after a waiting answer, or within the longest interval
         self.seen_users = SeenUsers(
@@ -185,8 +186,13 @@ class WaitingPolls:
                 return await self._cannot_listen(wait, exc)
             may_hold = self._may_hold(wait.poll)
             key = cache_key(wait.poll, wait.body_key_of) if may_hold else None
+            tag_cache = self.engine.tag_cache
             kept = self.kept_looks.holding(
-                key, wakeups, channels, tag_cache_up=self.engine.tag_cache.available
+                key,
+                wakeups,
+                channels,
+                tag_cache_up=tag_cache.available,
+                tags_read_at_ms=tag_cache.read_at_ms,
             )
             if kept is not None:
                 # nothing changed since this client's last look: held from it

@@ -36,6 +36,7 @@ def waiting_config(settings: OrdersStateSettings) -> WaitingConfig:
         subscribe_deadline_s=settings.waiting.subscribe_deadline_s,
         wakeup_settle_s=settings.waiting.settle_s,
         watch_cache=settings.watch_cache,
+        tags_read_within_s=settings.waiting.tags_read_within_s,
         interval_max_ms=settings.protocol.interval.max_ms,
     )
 

@@ -42,3 +42,19 @@ async def test_polls_of_separate_failed_calls_each_count() -> None:
     for _ in range(cache.circuit.failures_to_open):
         assert await cache.read([OrderKey("taxi", "t0")], []) is None
     assert cache.circuit.is_open
+
+
+async def test_the_last_read_order_tags_answered_is_remembered_not_a_failed_one() -> None:
+    """The watch cache holds re-polls only within a bound of the process's last answered tag
+    read (docs/protocol.md: Waiting poll): a failed read must not count as one."""
+    tags = FakeOrderTags()
+    clock = [1_000.0]
+    cache = tag_cache(tags)
+    cache.wall_clock = lambda: clock[0]
+    assert cache.read_at_ms is None
+    assert await cache.read([OrderKey("taxi", "t0")], []) is not None
+    assert cache.read_at_ms == 1_000_000
+    clock[0] = 1_003.0
+    tags.down = True
+    assert await cache.read([OrderKey("taxi", "t0")], []) is None
+    assert cache.read_at_ms == 1_000_000

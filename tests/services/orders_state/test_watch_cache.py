@@ -1,7 +1,7 @@
 """The watch cache (docs/protocol.md: Waiting poll; on by default) on a real stack: a waiting
 re-poll that reaches the process of its client's last look, with nothing heard on its channels
-since, is held from that look; a write heard, a full look's age, or a service without list
-tags makes it look."""
+since, is held from that look; a write heard, a full look's age, a service without list tags,
+or order_tags unheard for a few seconds (stopped, its Redis up) makes it look."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import redis
 import yaml
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
 from shared.redis import tags_key
 from shared.web import METRICS
-from tests.emulator_api import change, create_order_id
+from tests.emulator_api import advance, change, create_order_id, stats
 from tests.helpers import STATE, MakeApp, caught_up, poll_order
 from tests.told_metrics import ToldMetrics
 
@@ -161,3 +161,49 @@ async def test_a_re_poll_echoing_another_version_is_not_held_from_the_last_look(
     assert headers["X-Mlutp-Wait"] == "unavailable"
     assert order["update_status"] == "stale"
     assert cached_looks(client) == 0
+
+
+async def test_with_order_tags_stopped_and_redis_up_a_re_poll_looks_within_a_few_seconds(
+    make_waiting_state: MakeApp,
+    emulator: TestClient,
+    order_tags_server: TestServer,
+    redis_sync: redis.Redis,
+    unique: str,
+):
+    """Held re-polls read no tags: with order_tags stopped and its Redis up no circuit opens
+    and no wake-up comes (the writer's write fails), so a kept look holds only while the
+    process heard order_tags lately. Past that a re-poll looks, its tag read fails, and it
+    answers degraded with the source's status: within the bound and one wait, not at the
+    next full look (0.75 × list_max_age)."""
+    within_s, wait_ms = 3.0, 1_000
+    client = await make_waiting_state(watch_cache=True, waiting={"tags_read_within_s": within_s})
+    orderid, tags = await caught_up(emulator, redis_sync, unique)
+    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=wait_ms)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    # caught up and waiting: the re-poll is held from the last look
+    before = cached_looks(client)
+    _, headers = await poll_order(client, unique, orderid, tags, wait_ms=wait_ms)
+    assert headers["X-Mlutp-Wait"] == "timeout"
+    assert cached_looks(client) == before + 1
+
+    await order_tags_server.close()
+    failures = (await stats(emulator))["tag_write_failures"]
+    changed = await advance(emulator, "taxi", orderid)
+    assert changed["status"] == "waiting"
+    written = time.monotonic()
+    causes = []
+    while time.monotonic() - written < within_s + 2 * wait_ms / 1000 + 5.0:
+        order, headers = await poll_order(client, unique, orderid, tags, wait_ms=wait_ms)
+        causes.append(headers["X-Mlutp-Wait"])
+        if order["status"] == "waiting":
+            break
+    seen_s = time.monotonic() - written
+    # the source's status, degraded: the tag cache was found unavailable
+    assert (order["status"], order["update_status"]) == ("waiting", "actual"), causes
+    assert headers["X-Mlutp-Wait"] == "unavailable"
+    # waiting's interval (3 s) doubled, as in any degraded answer
+    assert headers["X-Yataxi-Polling-Interval-Ms"] == "6000"
+    # the bound, the wait (with its extra) of a re-poll held just before it, a busy machine
+    assert seen_s < within_s + wait_ms * 17 / 16 / 1000 + 1.0, (seen_s, causes)
+    # the change reached no store, so it rang nothing
+    assert (await stats(emulator))["tag_write_failures"] > failures
