@@ -290,6 +290,7 @@ class SimTagStore:
         when the order's first tag was written, its owner kept from the first write that
         names one, and the change published."""
         stored = self._orders.setdefault(key, _Hash())
+        had_parts = bool(stored.parts)
         changed = False
         for part, content in parts.items():
             if only_if_absent and part in stored.parts:
@@ -305,9 +306,13 @@ class SimTagStore:
         if changed:
             if stored.created_ms is None:
                 stored.created_ms = self.now_ms()
-            # as SET_TAGS_SCRIPT: a create notes when it made tags, a feature's write that
-            # changes one takes the note away
-            stored.made_ms = self.now_ms() if only_if_absent else None
+            # as SET_TAGS_SCRIPT: a create that made the order's tags from nothing notes when,
+            # a feature's write that changes one takes the note away, and a create adding
+            # parts to an order that has some leaves the note as it is
+            if not only_if_absent:
+                stored.made_ms = None
+            elif not had_parts:
+                stored.made_ms = self.now_ms()
             self._publish(tags_channel(key.service, key.orderid))
         return dict(stored.parts)
 

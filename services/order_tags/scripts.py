@@ -7,9 +7,11 @@ from __future__ import annotations
 # KEYS[1]: the order's hash; ARGV: ttl, only_if_absent (0/1), publish (0/1), owner, the most
 # parts an order may have, then part, content pairs. A write that would take the order past
 # that many parts writes nothing: its answer is the error `too_many_parts <stored> <new>`.
-# A create (only_if_absent) that makes any of an order's tags notes when (`_made`): a client's
-# tag older than that was issued before they were lost and made again. A feature's write that
-# changes a part takes the note away: what differs then is a change, not a loss.
+# A create (only_if_absent) that makes an order's tags from nothing notes when (`_made`): a
+# client's tag older than that was issued before they were lost and made again. A feature's
+# write that changes a part takes the note away: what differs then is a change, not a loss. A
+# create that adds parts to an order that has some leaves the note as it is: after a loss, the
+# parts a feature wrote since then changed, and a note made now would pass them for lost.
 # The parts whose content really changed are published on the order's channel
 # (its key's name, so SPUBLISH stays on the key's shard): a waiting poll wakes for a change,
 # not for a write that changed nothing (a missing tag created twice, the same tag set again).
@@ -31,6 +33,8 @@ if new_parts > 0 then
     return redis.error_reply("too_many_parts " .. stored .. " " .. new_parts)
   end
 end
+local had_parts = redis.call("HLEN", KEYS[1]) - redis.call("HEXISTS", KEYS[1], CREATED_FIELD)
+  - redis.call("HEXISTS", KEYS[1], OWNER_FIELD) - redis.call("HEXISTS", KEYS[1], MADE_FIELD) > 0
 local changed = {}
 for i = 6, #ARGV, 2 do
   local old = redis.call("HGET", KEYS[1], ARGV[i])
@@ -46,7 +50,9 @@ if #changed > 0 then
   local now_ms = tostring(now[1] * 1000 + math.floor(now[2] / 1000))
   redis.call("HSETNX", KEYS[1], CREATED_FIELD, now_ms)
   if only_if_absent then
-    redis.call("HSET", KEYS[1], MADE_FIELD, now_ms)
+    if not had_parts then
+      redis.call("HSET", KEYS[1], MADE_FIELD, now_ms)
+    end
   else
     redis.call("HDEL", KEYS[1], MADE_FIELD)
   end
