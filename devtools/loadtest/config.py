@@ -98,6 +98,8 @@ class PhaseResult:
     # totw calls per order-minute, and the most performer-info calls per order-minute in any
     # 5-s window: that upstream's load against what legacy totw polling gave it
     totw_calls_per_order_minute: float = 0.0
+    # legacy's totw calls in its worst 5-s window: each asked every taxi part service once
+    peak_totw_calls_per_order_minute: float = 0.0
     peak_performer_calls_per_order_minute: float = 0.0
     # the same for the busiest taxi part service in its worst window
     peak_part_service_calls_per_order_minute: float = 0.0

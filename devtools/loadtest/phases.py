@@ -172,6 +172,7 @@ async def run_phase(
             sample = {
                 "t": second + 1,
                 "heavy_calls": heavy,
+                "totw_calls": stats["calls"].get("totw", 0) - previous["calls"].get("totw", 0),
                 "performer_calls": performer,
                 "active_orders": stats["active_orders"],
             }
@@ -271,6 +272,7 @@ async def run_phase(
         freshness_points=points,
         peak_heavy_calls_per_order_minute=peak_window_rate(timeline),
         totw_calls_per_order_minute=round(totw_calls / order_minutes, 3) if order_minutes else 0,
+        peak_totw_calls_per_order_minute=peak_window_rate(timeline, calls="totw_calls"),
         work_per_order_minute=round(sum(work.values()) / order_minutes, 1) if order_minutes else 0,
         work_per_order_minute_by_upstream={
             target: round(units / order_minutes, 1)

@@ -31,7 +31,11 @@ async def cluster_client(
     aiohttp_client: Callable[..., Awaitable[TestClient]], cluster: list[EmbeddedRedis]
 ) -> TestClient:
     nodes = ",".join(f"127.0.0.1:{node.port}" for node in cluster)
-    settings = order_tags_settings(RedisSettings(cluster_nodes=nodes, command_deadline_s=2.0))
+    # unhedged: a hedged read counts its forces twice when both attempts run (the store's
+    # accepted cost: fewer forces honoured, never more), and these tests count forces exactly;
+    # on a loaded machine a read slower than the hedge's 10 ms was sent twice
+    redis = RedisSettings(cluster_nodes=nodes, command_deadline_s=2.0, hedge_after_s=0)
+    settings = order_tags_settings(redis)
     return await aiohttp_client(create_app(settings))
 
 
