@@ -315,7 +315,7 @@ class Readings:
         return [(a, b, self.between(a, b)) for a, b in itertools.pairwise(edges)]
 
     def sliding(self, start: float, end: float, size: float) -> dict[str, tuple[int, float]]:
-        """The most calls of each kind in any window of `size` starting at a read from
+        """The most of each count (calls, work) in any window of `size` starting at a read from
         `start` to `end` (when it started): every 5-s window, within a read's 250 ms."""
         worst = {f.name: (0, start) for f in fields(Counts)}
         last = self.samples[-1][0] if self.samples else start
@@ -475,10 +475,10 @@ def causes(counts: Counter[str]) -> str:
 
 
 def check(what: str, peak: tuple[int, float], bound: float, origin: float) -> str:
-    calls, at = peak
-    over = f", {calls - bound:+.1f} over" if calls > bound else ""
-    state = "met" if calls <= bound else "NOT MET"
+    count, at = peak
+    over = f", {count - bound:+.1f} over" if count > bound else ""
+    state = "met" if count <= bound else "NOT MET"
     return (
-        f"{what}: {state} (worst sliding 5-s window {calls} from {at - origin:+.2f} s, "
+        f"{what}: {state} (worst sliding 5-s window {count} from {at - origin:+.2f} s, "
         f"bound {bound:.1f}{over})"
     )
