@@ -7,9 +7,10 @@ Redis of the script's own that keeps an append-only file as the compose Redis do
 (300), each with three active orders, each running the reference client (waiting polls) that
 reaches launch and orders_state only through haproxy. The script changes orders all along
 (each order's eta about once a minute, the emulator driver's fast-change rate; its driver is
-off), so tag writes go on in every phase. The emulator's call counters are read every 250 ms,
-and every user's own counters (GET /emulator/v1/stats?user_id=) every 5 s: each user has one
-order per service, so a user's totw, eats and grocery details calls are that order's.
+off), so tag writes go on in every phase. The emulator's counters (calls and work per upstream
+endpoint) are read every 250 ms, and every user's own (GET /emulator/v1/stats?user_id=) every
+5 s: each user has one order per service, so what the taxi part services, totw and taxiroute
+did for a user was for its taxi order, and each details endpoint's for that service's order.
 
 Phases, run one after another, each but the first after a steady lead (--settle s):
  1 steady (--steady s): its source rate is the sources' baseline;
@@ -22,13 +23,17 @@ Phases, run one after another, each but the first after a steady lead (--settle 
  6 Redis flushed (FLUSHALL).
 Each phase runs --after s after its fault (phase 6: --after-flush s).
 
-Per phase, per 5-s window: order-source calls (all services) against 2x the steady rate;
-part-upstream work, the heavy documents (devtools.loadtest HEAVY_TARGETS) and the performer
-upstream, against what the same users' legacy clients give them (redis_loss.legacy_rate: each
-order's document every 5 s on iOS, 10 s on Android; each legacy totw call asks the performer
-once); per order, the most document or performer calls of any one order (legacy: at most 1).
-The verdict takes every sliding 5-s window (each 250 ms read as its start), the tiles printed
-are a view of them.
+Per phase, per 5-s window: order-source calls (all services) against 2x the steady rate; the
+part upstreams' work (emulator/work.py; every priced upstream, devtools.loadtest
+priced_target: the taxi part services, taxiroute, totw and the details) against what the same
+users' legacy clients gave them (redis_loss.legacy_rate: each order's document every 5 s on
+iOS, 10 s on Android; a document's work the sum of its fields' prices, fleet_windows.Legacy),
+and beside it the calls of the documents (devtools.loadtest HEAVY_TARGETS) and of the
+performer info service (each legacy totw asked it once). Per order (a user's order of each
+service): the work done for it against its legacy document's, and the most calls of any one
+part upstream for it against legacy's 1, each plus a fetch for every change the script made
+to it then (the work of the parts holding the changed field, a call). The verdict takes every
+sliding 5-s window (each 250 ms read as its start), the tiles printed are a view of them.
 
     python benchmarks/fleet_load.py [--users 300] [--replicas 3] [--ramp S] [--steady 60]
         [--settle 20] [--after 30] [--store-down 30] [--killed-for 15] [--after-flush 60]
@@ -65,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 import uvloop
 
-from benchmarks.fleet_windows import WINDOW_S, Phase, Readings, report
+from benchmarks.fleet_windows import CHANGED_FIELD, WINDOW_S, Legacy, Phase, Readings, report
 from benchmarks.redis_loss import (
     SERVICES,
     STATUSES,
@@ -83,6 +88,7 @@ from devtools.balancer import local_config, running_haproxy
 from devtools.stack import STACK, Stack, free_ports_env
 from services.bff.config import ProtocolSettings
 from shared.embedded_redis import EmbeddedRedis, free_port
+from shared.policy import DEFAULT_POLICY_PATH
 
 BFF = ("orders_state", "launch")
 # as compose.yaml runs its Redis: a restart reloads the append-only file, it is not a flush
@@ -131,7 +137,7 @@ class Changer:
     ) -> None:
         async with limit:
             url = f"{self.emulator}/emulator/v1/orders/{service}/{orderid}/change"
-            body = {"fields": {"eta": {"minutes": rng.randint(1, 30)}}}
+            body = {"fields": {CHANGED_FIELD: {"minutes": rng.randint(1, 30)}}}
             try:
                 async with self.session.post(
                     url, json=body, timeout=aiohttp.ClientTimeout(total=15)
@@ -224,7 +230,7 @@ class Options:
     protocol: dict[str, Any]
 
 
-async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
+async def measure(options: Options, stack: Stack, redis: EmbeddedRedis, legacy: Legacy) -> None:
     emulator = stack.url("emulator")
     ports = {name: free_port() for name in BFF}
     config = local_config({name: stack.urls(name) for name in BFF}, ports)
@@ -378,7 +384,7 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
     failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
     done = [p for p in phases if p.end]
     if done:
-        report(options.users, options.per_order, readings, done, changer.changes)
+        report(options.users, options.per_order, readings, done, changer.changes, legacy)
     if failure:
         print(f"\n{failure}")
     if failed:
@@ -389,11 +395,14 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis) -> None:
 
 async def run(options: Options) -> None:
     legacy_per_s, ios = legacy_rate(options.users)
+    legacy = Legacy.build(options.protocol.get("policy_path", str(DEFAULT_POLICY_PATH)))
+    legacy_work_s = legacy.window(options.users).work / WINDOW_S
     print(
         f"fleet_load: {options.replicas} replicas of orders_state and launch behind haproxy "
         f"(deploy/haproxy/haproxy.cfg), {options.users} users x 3 active orders, reference "
         f"clients with wait_ms {options.wait_ms}; orders changed {options.changes_per_order_min}"
-        f"/order/min; legacy baseline {legacy_per_s:.1f} documents/s ({ios} iOS users)"
+        f"/order/min; legacy baseline {legacy_per_s:.1f} documents/s, {legacy_work_s:.0f} work "
+        f"units/s ({ios} iOS users)"
         + "".join(f"; --set {name}={value}" for name, value in options.protocol.items()),
         flush=True,
     )
@@ -412,7 +421,7 @@ async def run(options: Options) -> None:
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         await stack.start(ready_timeout_s=60)
-        await measure(options, stack, redis)
+        await measure(options, stack, redis, legacy)
     finally:
         await stack.close()
         await asyncio.to_thread(redis.close)

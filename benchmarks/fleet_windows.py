@@ -1,7 +1,9 @@
-"""The windows of benchmarks/fleet_load.py and its report. The emulator's call counters are
-read in threads of their own (the clients' event loop does not delay them): the totals every
-250 ms, and every user's own every 5 s (each user there has one order per service, so a user's
-document calls are that order's). A window of any length is the difference of two reads, the
+"""The windows of benchmarks/fleet_load.py and its report. The emulator's counters (calls and
+work, emulator/work.py, per upstream endpoint) are read in threads of their own (the clients'
+event loop does not delay them): the totals every 250 ms, and every user's own every 5 s. Each
+user has one order per service, so what a user's requests made the priced upstreams do is its
+orders': the taxi part services', totw's and taxiroute's the taxi order's, each details
+endpoint its service's order's. A window of any length is the difference of two reads, the
 nearest to each end."""
 
 from __future__ import annotations
@@ -14,19 +16,79 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from benchmarks.redis_loss import SERVICES, legacy_rate
-from devtools.loadtest.config import HEAVY_TARGETS, PERFORMER_TARGET
+from benchmarks.redis_loss import SERVICES, STATUSES, legacy_rate
+from devtools.loadtest.config import HEAVY_TARGETS, PERFORMER_TARGET, priced_target
 from devtools.loadtest.measure import SOURCE_CALL_CAUSES, SourceCallCauses
+from emulator.documents import TAXI_PART_SERVICES, totw_answer
+from emulator.faults import PART_TARGET_PREFIX
+from emulator.work import answer_work, fields_work
+from emulator.world import World
+from shared.policy import DEFAULT_POLICY_PATH, load_policy
 
 PERIOD_S = 0.25
 WINDOW_S = 5.0
 USERS_EVERY_S = 5.0
-# a user's counters: its taxi order's totw, its eats and grocery orders' details, the performer
-USER_TARGETS = (*HEAVY_TARGETS, PERFORMER_TARGET)
+# the field the script changes (fleet_load.Changer): a change costs a fetch of the parts
+# holding it
+CHANGED_FIELD = "eta"
+
+
+def order_service(target: str) -> str | None:
+    """The service of the order a priced upstream's call was for (a user has one of each);
+    None for a generic part upstream, which serves whichever order it is asked for."""
+    if target in ("totw", "taxiroute"):
+        return "taxi"
+    if target.removeprefix(PART_TARGET_PREFIX) in TAXI_PART_SERVICES:
+        return "taxi"
+    service = target.removesuffix("_details")
+    return service if service != target and service in SERVICES else None
+
+
+@dataclass(frozen=True)
+class Legacy:
+    """What the old polling cost the upstreams, per order of each service in its status here
+    (STATUSES): one document's work (a totw document assembled from every part service's
+    fields and its own, as the emulator builds it: the sum of its fields' prices), and the
+    work of one fetch of the parts a change of CHANGED_FIELD makes the new scheme refetch."""
+
+    document_work: dict[str, int]
+    change_work: dict[str, int]
+
+    @staticmethod
+    def build(policy_path: str = str(DEFAULT_POLICY_PATH)) -> Legacy:
+        world = World()
+        policy = load_policy(policy_path)
+        document_work: dict[str, int] = {}
+        change_work: dict[str, int] = {}
+        for service, status in STATUSES.items():
+            order, _ = world.create("legacy", service, status)
+            document = {"orderid": order.orderid, **order.doc}
+            document_work[service] = answer_work(
+                totw_answer(document) if service == "taxi" else document
+            )
+            change_work[service] = sum(
+                fields_work(set(rule.fields) & set(document))
+                for rule in policy.services[service].rules
+                if CHANGED_FIELD in rule.fields
+            )
+        return Legacy(document_work, change_work)
+
+    def window(self, users: int) -> Counts:
+        """The legacy clients' upstream load in a 5-s window: a document per order per period
+        (redis_loss.legacy_rate), each totw asking the performer once."""
+        documents_per_s, _ = legacy_rate(users)
+        per_service_s = documents_per_s / len(SERVICES)
+        work = per_service_s * sum(self.document_work[s] for s in SERVICES)
+        return Counts(
+            0,
+            round(work * WINDOW_S),
+            round(documents_per_s * WINDOW_S),
+            round(per_service_s * WINDOW_S),
+        )
 
 
 @dataclass
@@ -44,57 +106,73 @@ class Phase:
 @dataclass(frozen=True)
 class Counts:
     sources: int  # order-source calls, every service
-    heavy: int  # documents: totw, eats and grocery details
-    performer: int
+    work: int  # the priced upstreams' work units (devtools.loadtest priced_target)
+    heavy: int  # document calls: totw, eats and grocery details
+    performer: int  # calls of the performer info service
 
     def __sub__(self, other: Counts) -> Counts:
-        return Counts(
-            self.sources - other.sources, self.heavy - other.heavy, self.performer - other.performer
-        )
+        return Counts(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+
+# a user's read: priced upstream → (calls, work) made for the user's requests
+UserCounters = dict[str, tuple[int, int]]
 
 
 @dataclass(frozen=True)
 class PerOrder:
-    """Between two reads of every user's counters (about 5 s apart): the most document calls
-    of any one order and performer calls of any taxi order; how many orders had more than
-    one (legacy gave each at most one in 5 s), and how many more than one plus a fetch for
-    each change the script made to it in that time (what the contract pays a change with)."""
+    """Between two reads of every user's counters (about 5 s apart): the order the priced
+    upstreams did the most work for, by its share of its legacy document's work, and the most
+    calls of any one upstream for one order; how many orders were above legacy (legacy gave
+    each one document in 5 s: its work, one call of each upstream), and how many above legacy
+    plus a fetch for each change the script made to the order then (what the contract pays a
+    change with: the work of the parts holding the changed field, a call of each)."""
 
     at: float
-    heavy: int = 0
-    heavy_order: str = ""
-    performer: int = 0
-    performer_order: str = ""
-    over: int = 0
-    beyond_changes: int = 0
+    work: int = 0
+    work_legacy: int = 0
+    work_order: str = ""
+    calls: int = 0
+    calls_order: str = ""
+    over_work: int = 0
+    over_calls: int = 0
+    beyond_work: int = 0
+    beyond_calls: int = 0
+
+    @property
+    def beyond_changes(self) -> int:
+        return self.beyond_work + self.beyond_calls
 
     @property
     def text(self) -> str:
-        if not self.heavy and not self.performer:
+        if not self.work and not self.calls:
             return "0, 0"
-        heavy = f"{self.heavy} ({self.heavy_order})" if self.heavy else "0"
-        performer = f"{self.performer} ({self.performer_order})" if self.performer else "0"
-        over = (
-            f"; {self.over} above 1, {self.beyond_changes} above 1 + its changes"
-            if self.over
-            else ""
-        )
-        return f"{heavy}, {performer}{over}"
+        work = f"{self.work}/{self.work_legacy} ({self.work_order})" if self.work else "0"
+        calls = f"{self.calls} ({self.calls_order})" if self.calls else "0"
+        over = ""
+        if self.over_work or self.over_calls:
+            over = (
+                f"; above legacy {self.over_work} work, {self.over_calls} calls; above it + "
+                f"changes {self.beyond_work} work, {self.beyond_calls} calls"
+            )
+        return f"{work}, {calls}{over}"
 
     @staticmethod
     def worst(rounds: list[PerOrder]) -> PerOrder:
         if not rounds:
             return PerOrder(0.0)
-        heavy = max(rounds, key=lambda r: r.heavy)
-        performer = max(rounds, key=lambda r: r.performer)
+        work = max(rounds, key=lambda r: r.work / r.work_legacy if r.work_legacy else 0.0)
+        calls = max(rounds, key=lambda r: r.calls)
         return PerOrder(
-            heavy.at,
-            heavy.heavy,
-            heavy.heavy_order,
-            performer.performer,
-            performer.performer_order,
-            sum(r.over for r in rounds),
-            sum(r.beyond_changes for r in rounds),
+            work.at,
+            work.work,
+            work.work_legacy,
+            work.work_order,
+            calls.calls,
+            calls.calls_order,
+            sum(r.over_work for r in rounds),
+            sum(r.over_calls for r in rounds),
+            sum(r.beyond_work for r in rounds),
+            sum(r.beyond_calls for r in rounds),
         )
 
 
@@ -135,8 +213,8 @@ class Readings:
         self.causes.counting = True
         self.cause_counts: list[Counter[str]] = []
         self.round_lengths: list[float] = []
-        # (when, user → its order counters in USER_TARGETS order)
-        self.rounds: list[tuple[float, dict[str, tuple[int, ...]]]] = []
+        # (when, user → its counters)
+        self.rounds: list[tuple[float, dict[str, UserCounters]]] = []
         self._stopped = threading.Event()
         self._threads = [
             threading.Thread(target=self._totals, name="fleet-totals", daemon=True),
@@ -177,6 +255,7 @@ class Readings:
                 previous = stats
                 counts = Counts(
                     sum(int(calls.get(f"source:{s}", 0)) for s in SERVICES),
+                    sum(int(units) for t, units in stats["work"].items() if priced_target(t)),
                     sum(int(calls.get(t, 0)) for t in HEAVY_TARGETS),
                     int(calls.get(PERFORMER_TARGET, 0)),
                 )
@@ -192,13 +271,18 @@ class Readings:
 
         def read() -> None:
             started = time.perf_counter()
-            got: dict[str, tuple[int, ...]] = {}
+            got: dict[str, UserCounters] = {}
             for user in self.users:
                 if self._stopped.is_set():
                     return
                 stats = emulator.get(f"/emulator/v1/stats?user_id={quote(user)}")
                 if stats is not None:
-                    got[user] = tuple(int(stats["calls"].get(t, 0)) for t in USER_TARGETS)
+                    calls, work = stats["calls"], stats["work"]
+                    got[user] = {
+                        t: (int(calls.get(t, 0)), int(work.get(t, 0)))
+                        for t in calls.keys() | work.keys()
+                        if priced_target(t)
+                    }
             self.round_lengths.append(time.perf_counter() - started)
             self.rounds.append(((started + time.perf_counter()) / 2, got))
 
@@ -231,9 +315,9 @@ class Readings:
         return [(a, b, self.between(a, b)) for a, b in itertools.pairwise(edges)]
 
     def sliding(self, start: float, end: float, size: float) -> dict[str, tuple[int, float]]:
-        """The most calls of each kind in any window of `size` starting at a read from
+        """The most of each count (calls, work) in any window of `size` starting at a read from
         `start` to `end` (when it started): every 5-s window, within a read's 250 ms."""
-        worst = {"sources": (0, start), "heavy": (0, start), "performer": (0, start)}
+        worst = {f.name: (0, start) for f in fields(Counts)}
         last = self.samples[-1][0] if self.samples else start
         for at, counts in self.samples:
             if not start - PERIOD_S / 2 <= at < end or at + size > last + PERIOD_S / 2:
@@ -246,7 +330,7 @@ class Readings:
         return worst
 
     def per_order(
-        self, start: float, end: float, changes: list[tuple[float, str, str]]
+        self, start: float, end: float, changes: list[tuple[float, str, str]], legacy: Legacy
     ) -> list[PerOrder]:
         """Between each two reads of every user's counters, the first from `start` to `end`.
         `changes`: (when, user, service) of the script's changes."""
@@ -254,34 +338,53 @@ class Readings:
         for (at, before), (until, after) in itertools.pairwise(self.rounds):
             if not start <= at < end:
                 continue
-            # a user's counters are read anywhere in a round: a change up to a round's
-            # length before it may have been fetched after the first read
             # a change fetched within a second may be fetched after the user's first read
             changed = Counter((u, s) for t, u, s in changes if at - 1.0 <= t < until)
-            worst = {"heavy": (0, ""), "performer": (0, "")}
-            over = beyond_changes = 0
+            worst_work, worst_calls = (0.0, 0, 0, ""), (0, "")
+            over_work = over_calls = beyond_work = beyond_calls = 0
             for user, now in after.items():
                 then = before.get(user)
                 if then is None:
                     continue
-                diffs = dict(
-                    zip(USER_TARGETS, (b - a for a, b in zip(then, now, strict=True)), strict=True)
-                )
-                for target, service in zip(HEAVY_TARGETS, SERVICES, strict=True):
-                    diff = diffs[target]
-                    if diff > worst["heavy"][0]:
-                        worst["heavy"] = (diff, f"{user} {service}")
-                    if diff > 1:
-                        over += 1
-                        beyond_changes += diff > 1 + changed[user, service]
-                if diffs[PERFORMER_TARGET] > worst["performer"][0]:
-                    worst["performer"] = (diffs[PERFORMER_TARGET], f"{user} taxi")
-                if diffs[PERFORMER_TARGET] > 1:
-                    over += 1
-                    beyond_changes += diffs[PERFORMER_TARGET] > 1 + changed[user, "taxi"]
-            (heavy, heavy_order), (performer, performer_order) = worst.values()
+                work: Counter[str] = Counter()
+                calls: dict[str, tuple[int, str]] = {s: (0, "") for s in SERVICES}
+                for target, (target_calls, target_work) in now.items():
+                    service = order_service(target)
+                    if service is None:
+                        continue
+                    calls_before, work_before = then.get(target, (0, 0))
+                    work[service] += target_work - work_before
+                    made = target_calls - calls_before
+                    # the route's calls are paced by its own rule (the driver's distance), as
+                    # the old apps' route polling was: its work is counted, not its calls
+                    if target != "taxiroute" and made > calls[service][0]:
+                        calls[service] = (made, target)
+                for service in SERVICES:
+                    order = f"{user} {service}"
+                    document = legacy.document_work[service]
+                    allowed = changed[user, service]
+                    if work[service] / document > worst_work[0]:
+                        worst_work = (work[service] / document, work[service], document, order)
+                    over_work += work[service] > document
+                    beyond_work += work[service] > document + allowed * legacy.change_work[service]
+                    made, target = calls[service]
+                    if made > worst_calls[0]:
+                        worst_calls = (made, f"{order} {target}")
+                    over_calls += made > 1
+                    beyond_calls += made > 1 + allowed
+            _, work_units, document, work_order = worst_work
             found.append(
-                PerOrder(at, heavy, heavy_order, performer, performer_order, over, beyond_changes)
+                PerOrder(
+                    at,
+                    work_units,
+                    document,
+                    work_order,
+                    *worst_calls,
+                    over_work,
+                    over_calls,
+                    beyond_work,
+                    beyond_calls,
+                )
             )
         return found
 
@@ -295,19 +398,25 @@ def report(
     readings: Readings,
     phases: list[Phase],
     changes: list[tuple[float, str, str]],
+    legacy: Legacy,
 ) -> None:
-    legacy_per_s, _ = legacy_rate(users)
-    # legacy: a document per order per period; each totw (one order in three) asks the performer
-    legacy = Counts(0, round(legacy_per_s * WINDOW_S), round(legacy_per_s * WINDOW_S / 3))
+    bound = legacy.window(users)
     steady = phases[0]
     steady_calls = readings.between(steady.start, steady.end)
     steady_rate = steady_calls.sources / (steady.end - steady.start)
     source_bound = 2 * steady_rate * WINDOW_S
+    # per column of the windows: sources against their steady rate, the rest against legacy
+    bounds = {"sources": source_bound, "work": bound.work, "heavy": bound.heavy}
+    bounds["performer"] = bound.performer
+    documents = ", ".join(f"{s} {w}" for s, w in legacy.document_work.items())
+    fetches = ", ".join(f"{s} {w}" for s, w in legacy.change_work.items())
     print(
         f"\nbounds per 5-s window: order sources {source_bound:.0f} (2x the steady "
-        f"{steady_rate:.1f}/s); documents {legacy.heavy}, performer {legacy.performer} (the "
-        f"legacy clients); per order 1 document, 1 performer call (legacy, iOS) plus a fetch "
-        f"for each change the script made to it then"
+        f"{steady_rate:.1f}/s); part-upstream work {bound.work} (the legacy clients' documents: "
+        f"{documents} units each), beside calls: documents {bound.heavy}, performer "
+        f"{bound.performer}; per order its document's work and 1 call of each part service "
+        f"(legacy, iOS) plus, for each change the script made to it then, a fetch of the parts "
+        f"holding {CHANGED_FIELD} ({fetches} units) and a call"
     )
     gaps = [b - a for (a, _), (b, _) in itertools.pairwise(readings.samples)]
     late = [gap for gap in gaps if gap > 1.5 * PERIOD_S]
@@ -323,16 +432,21 @@ def report(
             f"   polls held at its start {current.held:.0f}; changes {current.changes}; "
             f"clients: {current.errors}"
         )
-        print("   5-s window from start   sources   documents  performer  per order (doc, perf)")
-        rounds = readings.per_order(current.start, current.end, changes)
+        print(
+            "   5-s window   sources     work  documents performer   per order: work/legacy "
+            "(order), calls (order upstream)"
+        )
+        rounds = readings.per_order(current.start, current.end, changes, legacy)
         for start, end, counts in readings.tiles(current.start, current.end, WINDOW_S):
             worst = PerOrder.worst([r for r in rounds if start <= r.at < end])
             marks = [label for at, label in current.events if start <= at < end]
+            columns = "".join(
+                f"{getattr(counts, f.name):>{width}d}"
+                + ("*" if getattr(counts, f.name) > bounds[f.name] else " ")
+                for f, width in zip(fields(Counts), (9, 9, 10, 9), strict=True)
+            )
             print(
-                f"   {start - current.start:+6.1f} s{'' if end - start > 4.9 else '~'}"
-                f"{counts.sources:>16d}{'*' if counts.sources > source_bound else ' '}"
-                f"{counts.heavy:>10d}{'*' if counts.heavy > legacy.heavy else ' '}"
-                f"{counts.performer:>10d}{'*' if counts.performer > legacy.performer else ' '}"
+                f"   {start - current.start:+6.1f} s{'' if end - start > 4.9 else '~'}{columns}"
                 f"   {worst.text}" + (f"   <- {'; '.join(marks)}" if marks else "")
             )
             if counts.sources > source_bound:
@@ -341,11 +455,9 @@ def report(
         print(f"   the phase's source calls by cause: {every}")
         peak = readings.sliding(current.start, current.end, WINDOW_S)
         worst_order = PerOrder.worst(rounds)
-        lines = [
-            check("sources", peak["sources"], source_bound, current.start),
-            check("documents", peak["heavy"], legacy.heavy, current.start),
-            check("performer", peak["performer"], legacy.performer, current.start),
-        ]
+        names = {"sources": "sources", "work": "part-upstream work", "heavy": "documents"}
+        names["performer"] = "performer"
+        lines = [check(names[kind], peak[kind], bounds[kind], current.start) for kind in names]
         if per_order:
             met = worst_order.beyond_changes == 0
             lines.append(f"per order: {'met' if met else 'NOT MET'} (max {worst_order.text})")
@@ -363,10 +475,10 @@ def causes(counts: Counter[str]) -> str:
 
 
 def check(what: str, peak: tuple[int, float], bound: float, origin: float) -> str:
-    calls, at = peak
-    over = f", {calls - bound:+.1f} over" if calls > bound else ""
-    state = "met" if calls <= bound else "NOT MET"
+    count, at = peak
+    over = f", {count - bound:+.1f} over" if count > bound else ""
+    state = "met" if count <= bound else "NOT MET"
     return (
-        f"{what}: {state} (worst sliding 5-s window {calls} from {at - origin:+.2f} s, "
+        f"{what}: {state} (worst sliding 5-s window {count} from {at - origin:+.2f} s, "
         f"bound {bound:.1f}{over})"
     )

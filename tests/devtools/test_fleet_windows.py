@@ -1,10 +1,16 @@
 """The windows benchmarks/fleet_load.py judges the fleet's load by (docs/protocol.md: A fleet,
 the bounds hold in every 5-s window): every 5-s window, not only the printed 5-s tiles, and
-per order against legacy's one document in 5 s plus a fetch per change of that order."""
+per order against legacy's one document in 5 s (its work, a call of each part upstream) plus a
+fetch per change of that order; the taxi part services' work and calls are the taxi order's."""
 
 from __future__ import annotations
 
-from benchmarks.fleet_windows import WINDOW_S, Counts, Readings
+from benchmarks.fleet_windows import WINDOW_S, Counts, Legacy, Readings
+
+LEGACY = Legacy(
+    document_work={"taxi": 100, "eats": 40, "grocery": 40},
+    change_work={"taxi": 30, "eats": 40, "grocery": 40},
+)
 
 
 def readings(sources_at: dict[float, int], until: float) -> Readings:
@@ -14,7 +20,7 @@ def readings(sources_at: dict[float, int], until: float) -> Readings:
     for step in range(int(until / 0.25) + 1):
         t = step * 0.25
         total += sources_at.get(t, 0)
-        made.samples.append((t, Counts(total, 0, 0)))
+        made.samples.append((t, Counts(total, 0, 0, 0)))
     return made
 
 
@@ -30,15 +36,36 @@ def test_a_burst_across_two_tiles_is_judged_whole_by_the_sliding_windows():
 
 def test_per_order_counts_a_fetch_for_each_change_of_that_order():
     made = Readings("http://127.0.0.1:1", ["u1", "u2"], list_max_age_s=120)
-    # counters per user: totw, eats details, grocery details, performer
+    # counters per user: priced upstream → (calls, work)
     made.rounds = [
-        (0.0, {"u1": (0, 0, 0, 0), "u2": (0, 0, 0, 0)}),
-        (5.0, {"u1": (2, 0, 0, 1), "u2": (0, 2, 0, 0)}),
+        (0.0, {"u1": {}, "u2": {}}),
+        (
+            5.0,
+            {
+                "u1": {"part:order_core": (2, 60), "part:orderchat": (1, 10)},
+                "u2": {"eats_details": (2, 76)},
+            },
+        ),
     ]
-    # u1's taxi order changed once in the window: its second totw call is the change's
-    [window] = made.per_order(0.0, 10.0, changes=[(2.0, "u1", "taxi")])
-    assert window.heavy == 2
-    assert window.over == 2  # u1's taxi and u2's eats each got two documents
-    assert window.beyond_changes == 1  # u2's eats was not changed: above legacy
-    [unchanged] = made.per_order(0.0, 10.0, changes=[])
-    assert unchanged.beyond_changes == 2
+    # u1's taxi order changed once in the window: its second order_core call is the change's
+    [window] = made.per_order(0.0, 10.0, changes=[(2.0, "u1", "taxi")], legacy=LEGACY)
+    assert (window.calls, window.calls_order) == (2, "u1 taxi part:order_core")
+    # the most work for one order by its legacy document's: u2's eats, two whole documents
+    assert (window.work, window.work_legacy, window.work_order) == (76, 40, "u2 eats")
+    assert window.over_calls == 2  # u1's taxi and u2's eats each had an upstream called twice
+    assert window.over_work == 1  # u1's taxi: 70 units, under its document's 100
+    assert (window.beyond_calls, window.beyond_work) == (1, 1)  # u2's eats was not changed
+    [unchanged] = made.per_order(0.0, 10.0, changes=[], legacy=LEGACY)
+    assert (unchanged.beyond_calls, unchanged.beyond_work) == (2, 1)
+
+
+def test_the_taxi_part_services_work_adds_up_for_the_taxi_order():
+    made = Readings("http://127.0.0.1:1", ["u1"], list_max_age_s=120)
+    parts = {"part:order_core": (1, 40), "part:order_settings": (1, 35), "taxiroute": (3, 33)}
+    made.rounds = [(0.0, {"u1": {}}), (5.0, {"u1": parts})]
+    [window] = made.per_order(0.0, 10.0, changes=[], legacy=LEGACY)
+    # one call each, but together more work than legacy's one totw document
+    assert (window.work, window.work_order, window.over_work) == (108, "u1 taxi", 1)
+    # the route's calls are paced by its own rule: not counted against one call in 5 s
+    assert window.calls == 1
+    assert window.over_calls == 0
