@@ -41,13 +41,11 @@ from pathlib import Path
 import aiohttp
 import uvloop
 
+from devtools.exchange_recording import ExchangeRecorder, Recorded
 from devtools.gateway import (
     ExchangeBytes,
-    ExchangeRecorder,
     Gateway,
-    Recorded,
     direct_status,
-    is_digest_request,
     missing_tools,
     negotiated_h2,
     replay,
@@ -56,7 +54,7 @@ from devtools.gateway import (
 from devtools.loadtest.config import LoadtestConfig, PhaseResult
 from devtools.loadtest.phases import run_phase
 from devtools.stack import Stack, free_ports_env
-from shared.protocol.request_digest import request_digest
+from shared.protocol.request_digest import is_digest_request, request_digest
 
 PHASES = ("legacy", "mlutp", "mlutp_wait")
 SCHEMES = {"mlutp": "plain polls", "mlutp_wait": "waiting polls"}

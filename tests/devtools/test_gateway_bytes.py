@@ -10,9 +10,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
+from devtools.exchange_recording import ExchangeRecorder, Recorded
 from devtools.gateway import (
-    ExchangeRecorder,
-    Recorded,
     missing_tools,
     negotiated_h2,
     replay,
