@@ -37,7 +37,7 @@ sliding 5-s window (each 250 ms read as its start), the tiles printed are a view
 
     python benchmarks/fleet_load.py [--users 300] [--replicas 3] [--ramp S] [--steady 60]
         [--settle 20] [--after 30] [--store-down 30] [--killed-for 15] [--after-flush 60]
-        [--changes 1] [--no-per-order] [--set NAME=VALUE ...]
+        [--changes 1] [--no-per-order] [--phases 2,3,4,5,6] [--set NAME=VALUE ...]
 
 `--set` sets a protocol setting of orders_state and launch (services/bff/config.py, a JSON
 value). The ramp defaults to list_max_age plus a wait, so that the kept source answers are of
@@ -96,6 +96,8 @@ REDIS_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")
 # the changes in flight at once: a tag store that does not answer holds each for the writer's
 # timeout, and the script must not pile them up
 CHANGES_IN_FLIGHT = 16
+# the fault phases, in the order they run by default (phase 1, the steady baseline, always runs)
+FAULT_PHASES = ("2", "3", "4", "5", "6")
 
 
 @dataclass
@@ -228,6 +230,7 @@ class Options:
     changes_per_order_min: float
     per_order: bool
     protocol: dict[str, Any]
+    phases: tuple[str, ...] = FAULT_PHASES
 
 
 async def measure(options: Options, stack: Stack, redis: EmbeddedRedis, legacy: Legacy) -> None:
@@ -346,33 +349,34 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis, legacy: 
             print(f"ramp done ({ramp_s:.0f} s): {held:.0f} polls held", flush=True)
             steady_what = "steady: no fault (its source rate is the baseline)"
             await phase("1", steady_what, steady, options.steady_s)
-            await phase(
-                "2",
-                f"the tag store down: the stack's Redis SIGSTOPped {options.store_down_s:.0f} s "
-                "(orders changing meanwhile: tag writes fail and are retried)",
-                store_down,
-                options.after_s,
-            )
-            await phase(
-                "3",
-                "rolling restart of the orders_state replicas (SIGTERM, start, /ping, next)",
-                rolling,
-                options.after_s,
-            )
-            await phase(
-                "4",
-                f"orders_state replica #2 SIGKILLed, started again {options.killed_for_s:.0f} s "
-                "later",
-                killed,
-                options.after_s,
-            )
-            await phase(
-                "5",
-                "Redis restarted: SIGTERM, started again on its port (append-only file)",
-                redis_restart,
-                options.after_s,
-            )
-            await phase("6", "Redis flushed (FLUSHALL)", flushed, options.after_flush_s)
+            faults: dict[str, tuple[str, Callable[[Phase], Awaitable[None]], float]] = {
+                "2": (
+                    f"the tag store down: the stack's Redis SIGSTOPped {options.store_down_s:.0f}"
+                    " s (orders changing meanwhile: tag writes fail and are retried)",
+                    store_down,
+                    options.after_s,
+                ),
+                "3": (
+                    "rolling restart of the orders_state replicas (SIGTERM, start, /ping, next)",
+                    rolling,
+                    options.after_s,
+                ),
+                "4": (
+                    f"orders_state replica #2 SIGKILLed, started again "
+                    f"{options.killed_for_s:.0f} s later",
+                    killed,
+                    options.after_s,
+                ),
+                "5": (
+                    "Redis restarted: SIGTERM, started again on its port (append-only file)",
+                    redis_restart,
+                    options.after_s,
+                ),
+                "6": ("Redis flushed (FLUSHALL)", flushed, options.after_flush_s),
+            }
+            for name in options.phases:
+                what, fault, after_s = faults[name]
+                await phase(name, what, fault, after_s)
         except Exception as exc:
             # the phases measured so far are reported; the one that failed is not
             failure = f"phase {phases[-1].name if phases else '-'} failed: {exc!r}"
@@ -443,6 +447,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
     add("--after-flush", type=float, default=60.0, help="phase 6: seconds after FLUSHALL")
     add("--changes", type=float, default=1.0, help="changes per order per minute")
     add("--no-per-order", action="store_true", help="skip the per-user counter reads")
+    add(
+        "--phases",
+        default=",".join(FAULT_PHASES),
+        help="the fault phases to run, in this order (e.g. 4 alone: its own effect, not an "
+        "earlier phase's echo)",
+    )
     add("--set", action="append", default=[], metavar="NAME=VALUE", help="a protocol setting")
     args = parser.parse_args(argv)
     protocol: dict[str, Any] = {}
@@ -451,6 +461,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
         if not sep or name not in ProtocolSettings.model_fields:
             parser.error(f"--set takes NAME=VALUE of a protocol setting, not {item!r}")
         protocol[name] = json.loads(value)
+    phases = tuple(name.strip() for name in args.phases.split(",") if name.strip())
+    if not set(phases) <= set(FAULT_PHASES):
+        parser.error(f"--phases takes names of {', '.join(FAULT_PHASES)}, not {args.phases!r}")
     if args.users < 1 or args.replicas < 2 or args.steady < WINDOW_S:
         parser.error("--users ≥ 1, --replicas ≥ 2, --steady ≥ 5")
     return Options(
@@ -467,6 +480,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         changes_per_order_min=args.changes,
         per_order=not args.no_per_order,
         protocol=protocol,
+        phases=phases,
     )
 
 

@@ -110,3 +110,11 @@ async def set_taxi_parts_fault(
     `slow`'s, as one on totw did when they all came from it)."""
     for part in parts:
         await set_fault(emulator, PART_UPSTREAMS[part], mode)
+
+
+async def source_calls(emulator: TestClient, user: str) -> int:
+    """Order source calls the emulator served for this user."""
+    resp = await emulator.get("/emulator/v1/stats", params={"user_id": user})
+    assert resp.status == 200
+    served: dict[str, int] = (await resp.json())["calls"]
+    return sum(count for target, count in served.items() if target.startswith("source:"))

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings
 
 from emulator.app import create_app as create_emulator
 from services.bff.config import ProtocolSettings, UpstreamSettings
+from services.bff.resources import ENGINE
 from services.order_tags.app import create_app as create_order_tags
 from services.order_tags.config import OrderTagsSettings
 from services.orders_state.app import create_app as create_orders_state
@@ -259,3 +260,13 @@ async def one_order_per_shard(
         by_shard.setdefault(node.name, (user, orderid))
     assert len(by_shard) == masters
     return by_shard
+
+
+def known_as_answered(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The known orders of a client that holds everything the answer gave it."""
+    return [{k: o[k] for k in ("orderid", "service", "status", "tags")} for o in answer["orders"]]
+
+
+async def answers_kept(client: TestClient) -> None:
+    """Until the source answers the last poll is keeping are written."""
+    await client.server.app[ENGINE].listings.drain()

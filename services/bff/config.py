@@ -198,6 +198,11 @@ class ProtocolSettings(Settings):
     list_max_age_s: float = Field(EngineConfig.list_max_age_ms / 1000, gt=0, le=300)
     created_grace_s: float = Field(EngineConfig.created_grace_ms / 1000, ge=0, le=300)
     force_per_order_per_minute: int = Field(EngineConfig.force_per_order_per_minute, ge=0)
+    # the order-source budget (docs/protocol.md: A fleet): at most this many calls to one
+    # source per process in any 5 s; over it the process's last answer of the user (younger
+    # than list_max_age) stands in, or the source is unavailable for that poll. 0: none
+    source_calls_per_window: int = Field(EngineConfig.source_calls_per_window, ge=0)
+    last_answers_max_entries: int = Field(EngineConfig.last_answers_max_entries, ge=0)
 
     tag_reads: TagReadSettings = TagReadSettings()
 

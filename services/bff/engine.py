@@ -53,6 +53,11 @@ from shared.upstream_wire import SourceOrder, SourceResponse
 from shared.wire import ForcedOrder, ListKey, OrderKey
 
 
+def oldest(*at_ms: int | None) -> int | None:
+    """The earliest of these moments (unix ms), none where none is known."""
+    return min((at for at in at_ms if at is not None), default=None)
+
+
 @dataclass(frozen=True)
 class LookResult:
     orders: list[AnsweredOrder]
@@ -62,7 +67,9 @@ class LookResult:
     degraded: bool = False
     # the earliest moment (unix ms) a part the min TTL holds back becomes needed
     due_at_ms: int | None = None
-    kept_since_ms: int | None = None  # when the oldest kept answer it used was kept (unix ms)
+    # when the oldest kept answer it used was kept, or the oldest last answer that stood in
+    # for a source over its budget was given (unix ms)
+    kept_since_ms: int | None = None
     # the policy version each queried service served tells the client to hold
     policy_versions: dict[str, str] = field(default_factory=dict)
     # the client holds another version of some service than it is told: it launches again
@@ -104,7 +111,13 @@ class OrdersStateEngine:
             tag_cache, metrics, max_age_ms=config.list_max_age_ms, rng=self.rng
         )
         self.source_calls = SourceCalls(
-            sources, metrics, self.listings, created_grace_ms=config.created_grace_ms
+            sources,
+            metrics,
+            self.listings,
+            created_grace_ms=config.created_grace_ms,
+            list_max_age_ms=config.list_max_age_ms,
+            calls_per_window=config.source_calls_per_window,
+            last_answers_max_entries=config.last_answers_max_entries,
         )
         self.version_checks = VersionChecks(config.timings.min_ttl_ms)
 
@@ -239,7 +252,9 @@ class OrdersStateEngine:
             self.interval_ms(orders, degraded=degraded),
             degraded=degraded,
             due_at_ms=due_at_ms,
-            kept_since_ms=self.listings.kept_since_ms(read, kept),
+            kept_since_ms=oldest(
+                self.listings.kept_since_ms(read, kept), sources.stood_in_since_ms
+            ),
             policy_versions=to_hold,
             policy_changed=to_hold != client_versions,
             source_lagging=source_lagging(

@@ -85,6 +85,8 @@ def engine_config(protocol: ProtocolSettings, policy: PollingPolicy) -> EngineCo
         list_tags=protocol.list_tags,
         list_max_age_ms=int(protocol.list_max_age_s * 1000),
         created_grace_ms=int(protocol.created_grace_s * 1000),
+        source_calls_per_window=protocol.source_calls_per_window,
+        last_answers_max_entries=protocol.last_answers_max_entries,
     )
 
 

@@ -38,6 +38,12 @@ class EngineConfig:
     # (docs/protocol.md: A just-created order the source does not list yet): room for a
     # source's replica lag of seconds
     created_grace_ms: int = 10_000
+    # the order-source budget (docs/protocol.md: A fleet): calls to one source per process in
+    # any 5 s at most this many, over it the process's last answer of the user stands in (0:
+    # no budget, the protocol's rules alone; the operator sizes it from the steady rate)
+    source_calls_per_window: int = 0
+    # the last answers kept per process for it: (user, service) pairs
+    last_answers_max_entries: int = 50_000
 
 
 def stays_stale(

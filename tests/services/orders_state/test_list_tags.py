@@ -15,19 +15,20 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient, TestServer
 
-from services.bff.resources import ENGINE
 from shared.config import RedisSettings
 from shared.embedded_redis import EmbeddedRedis, EmbeddedRedisCluster
 from shared.redis import list_key, tags_key
 from shared.web import METRICS
 from tests.conftest import TEST_TOKEN
-from tests.emulator_api import advance, create_order_id, set_fault
+from tests.emulator_api import advance, create_order_id, set_fault, source_calls
 from tests.helpers import (
     MakeApp,
     all_tags,
+    answers_kept,
     cluster_client,
     cluster_settings,
     held,
+    known_as_answered,
     poll,
     replicas_on,
     stack_on,
@@ -36,34 +37,16 @@ from tests.helpers import (
 SUPPORTED = ["taxi", "eats", "grocery"]
 
 
-async def source_calls(emulator: TestClient, user: str) -> int:
-    """Order source calls the emulator served for this user."""
-    resp = await emulator.get("/emulator/v1/stats", params={"user_id": user})
-    assert resp.status == 200
-    served: dict[str, int] = (await resp.json())["calls"]
-    return sum(count for target, count in served.items() if target.startswith("source:"))
-
-
-def caught_up(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The known orders of a client that holds everything the answer gave it."""
-    return [{k: o[k] for k in ("orderid", "service", "status", "tags")} for o in answer["orders"]]
-
-
-async def settled(client: TestClient) -> None:
-    """Until the answers the last poll is keeping are written."""
-    await client.server.app[ENGINE].listings.drain()
-
-
 async def test_polls_with_nothing_new_ask_no_order_source(
     orders_state: TestClient, emulator: TestClient, unique: str
 ):
     await create_order_id(emulator, unique, "taxi", status="driving")
     await create_order_id(emulator, unique, "eats")
     _, first, _ = await poll(orders_state, unique, {"supported_services": SUPPORTED})
-    await settled(orders_state)
+    await answers_kept(orders_state)
     before = await source_calls(emulator, unique)
     assert before == len(SUPPORTED)  # the first poll asked each source once
-    body = {"known_orders": caught_up(first), "supported_services": SUPPORTED}
+    body = {"known_orders": known_as_answered(first), "supported_services": SUPPORTED}
     for _ in range(5):
         status, answer, _ = await poll(orders_state, unique, body)
         assert status == 200
@@ -85,12 +68,12 @@ async def test_the_answers_of_the_sources_a_poll_asked_are_kept_in_one_call(
     await create_order_id(emulator, unique, "taxi", status="driving")
     before = keep_calls(order_tags_server, "/v1/lists/keep_many")
     _, first, _ = await poll(orders_state, unique, {"supported_services": SUPPORTED})
-    await settled(orders_state)
+    await answers_kept(orders_state)
     assert await source_calls(emulator, unique) == len(SUPPORTED)
     assert keep_calls(order_tags_server, "/v1/lists/keep_many") == before + 1
     assert keep_calls(order_tags_server, "/v1/lists/keep") == 0
     # and each answer is kept: the next poll asks none
-    body = {"known_orders": caught_up(first), "supported_services": SUPPORTED}
+    body = {"known_orders": known_as_answered(first), "supported_services": SUPPORTED}
     status, _, _ = await poll(orders_state, unique, body)
     assert status == 200
     assert await source_calls(emulator, unique) == len(SUPPORTED)
@@ -101,10 +84,12 @@ async def test_a_status_change_is_seen_on_the_next_poll(
 ):
     orderid = await create_order_id(emulator, unique, "taxi", status="driving")
     _, first, _ = await poll(orders_state, unique, {"supported_services": ["taxi"]})
-    await settled(orders_state)
+    await answers_kept(orders_state)
     await advance(emulator, "taxi", orderid)  # waiting: the source bumps the list tag
     _, answer, _ = await poll(
-        orders_state, unique, {"known_orders": caught_up(first), "supported_services": ["taxi"]}
+        orders_state,
+        unique,
+        {"known_orders": known_as_answered(first), "supported_services": ["taxi"]},
     )
     [order] = answer["orders"]
     assert order["status"] == "waiting"
@@ -117,7 +102,7 @@ async def test_a_kept_answer_is_never_read_for_another_user(
     await create_order_id(emulator, victim, "taxi", status="driving")
     _, answer, _ = await poll(orders_state, victim, {"supported_services": ["taxi"]})
     assert len(answer["orders"]) == 1
-    await settled(orders_state)
+    await answers_kept(orders_state)
     _, answer, _ = await poll(orders_state, other, {"supported_services": ["taxi"]})
     assert answer["orders"] == []
     # the other user's own source was asked, not the victim's kept answer taken
@@ -134,8 +119,8 @@ async def test_with_the_tag_store_down_every_poll_asks_the_sources(
     emulator, client = await stack_on(aiohttp_client, aiohttp_server, settings)
     await create_order_id(emulator, unique, "taxi", status="driving")
     _, first, _ = await poll(client, unique, {"supported_services": ["taxi"]})
-    await settled(client)
-    body = {"known_orders": caught_up(first), "supported_services": ["taxi"]}
+    await answers_kept(client)
+    body = {"known_orders": known_as_answered(first), "supported_services": ["taxi"]}
     _, _, _ = await poll(client, unique, body)
     asked = await source_calls(emulator, unique)
     assert asked == 1  # the kept answer stood for the source
@@ -160,7 +145,7 @@ async def test_an_order_created_elsewhere_wakes_a_held_poll_within_a_second(
     client = await make_orders_state(redis=redis_settings)
     orderid = await create_order_id(emulator, unique, "taxi", status="driving")
     await poll(client, unique, {"supported_services": SUPPORTED})
-    await settled(client)
+    await answers_kept(client)
     # a client holding every part as stored: nothing new, so the poll is held
     tags = all_tags(redis_sync, orderid, age_ms=60_000)
     known = [{"orderid": orderid, "service": "taxi", "status": "driving", "tags": tags}]
@@ -258,7 +243,7 @@ async def test_a_lagging_source_never_hides_a_just_created_order_past_its_grace(
     known = {"orderid": orderid, "service": "taxi", "status": "driving", "tags": {}}
     body = {"known_orders": [known], "supported_services": ["taxi"]}
     _, answer, _ = await poll(client, unique, body)
-    await settled(client)
+    await answers_kept(client)
     [order] = answer["orders"]
     assert order["update_status"] == "stale"
     # the replica caught up
@@ -279,8 +264,8 @@ async def test_a_lagging_source_does_not_keep_a_cancelled_order_listed(
     orderid = await create_order_id(emulator, unique, "taxi", status="driving")
     body: dict[str, Any] = {"supported_services": ["taxi"]}
     _, answer, _ = await poll(client, unique, body)
-    await settled(client)
-    body["known_orders"] = caught_up(answer)
+    await answers_kept(client)
+    body["known_orders"] = known_as_answered(answer)
     await set_fault(emulator, "source:taxi", "lagging")  # one list version behind
     resp = await emulator.post(
         f"/emulator/v1/features/taxi/{orderid}/cancel", json={}, headers={"X-Yandex-UID": unique}
@@ -288,7 +273,7 @@ async def test_a_lagging_source_does_not_keep_a_cancelled_order_listed(
     assert resp.status == 200, await resp.text()
     assert not redis_sync.exists(tags_key("taxi", orderid))
     _, answer, _ = await poll(client, unique, body)
-    await settled(client)
+    await answers_kept(client)
     assert [o["orderid"] for o in answer["orders"]] == [orderid]
     assert not redis_sync.exists(tags_key("taxi", orderid)), "tags made for a lagging answer"
     await set_fault(emulator, "source:taxi", "ok")

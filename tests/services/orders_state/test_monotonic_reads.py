@@ -12,19 +12,11 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from services.bff.resources import ENGINE
-from tests.emulator_api import change, create_order_id
+from tests.emulator_api import change, create_order_id, source_calls
 from tests.helpers import poll
 
 TAXI = ["taxi"]
 MIN_TTL_S = 2.0  # the default min_ttl: the bound on the source calls echoes may cause
-
-
-async def source_calls(emulator: TestClient, user: str) -> int:
-    """Order source calls the emulator served for this user."""
-    resp = await emulator.get("/emulator/v1/stats", params={"user_id": user})
-    assert resp.status == 200
-    served: dict[str, int] = (await resp.json())["calls"]
-    return sum(count for target, count in served.items() if target.startswith("source:"))
 
 
 def echoing(order: dict[str, Any], **fields: Any) -> dict[str, Any]:

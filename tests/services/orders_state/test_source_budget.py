@@ -1,0 +1,125 @@
+"""The order-source budget on real processes (docs/protocol.md: A fleet, "The order-source
+budget"): past its calls per source in any 5 s, the process's last answer of the user stands
+in (its orders actual), or the source is unavailable for that poll; with the tag store down
+or emptied, the sources get no more than the budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient, TestServer
+
+from shared.config import RedisSettings
+from shared.embedded_redis import EmbeddedRedis
+from shared.redis import kept_answer_key
+from shared.web import METRICS
+from tests.emulator_api import create_order_id, source_calls
+from tests.helpers import answers_kept, known_as_answered, poll, stack_on
+
+TAXI = ["taxi"]
+
+
+def over_budget(client: TestClient, outcome: str) -> float:
+    value = client.server.app[METRICS].registry.get_sample_value(
+        "mlutp_order_source_calls_total", {"service": "taxi", "outcome": outcome}
+    )
+    return value or 0.0
+
+
+async def budgeted(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    calls_per_window: int,
+) -> tuple[TestClient, TestClient]:
+    settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0, socket_timeout_s=1.0)
+    return await stack_on(
+        aiohttp_client,
+        aiohttp_server,
+        settings,
+        protocol={"source_calls_per_window": calls_per_window},
+    )
+
+
+async def test_with_the_tag_store_down_the_sources_get_no_more_than_the_budget(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    emulator, client = await budgeted(aiohttp_client, aiohttp_server, own_redis, 1)
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    started = time.monotonic()
+    _, first, _ = await poll(client, unique, {"supported_services": TAXI})
+    await answers_kept(client)
+    asked = await source_calls(emulator, unique)
+    assert asked == 1
+    own_redis.stop()
+    body = {"known_orders": known_as_answered(first), "supported_services": TAXI}
+    for _ in range(3):
+        status, answer, _ = await poll(client, unique, body)
+        # the last answer stood in: the order is shown as the source gave it
+        assert status == 200
+        assert answer["orders"][0]["update_status"] == "actual"
+        assert answer["orders"][0]["status"] == "driving"
+    # every poll here would ask the source without a budget; with it, one call in any 5 s
+    windows = 1 + int((time.monotonic() - started) // 5)
+    assert await source_calls(emulator, unique) - asked < windows
+    assert over_budget(client, "over_budget_last") >= 3 - windows
+
+
+async def test_over_the_budget_with_no_last_answer_the_source_is_unavailable(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    emulator, client = await budgeted(aiohttp_client, aiohttp_server, own_redis, 1)
+    first, second = f"{unique}-a", f"{unique}-b"
+    for user in (first, second):
+        await create_order_id(emulator, user, "taxi", status="driving")
+    started = time.monotonic()
+    await poll(client, first, {"supported_services": TAXI})
+    status, answer, _ = await poll(client, second, {"supported_services": TAXI})
+    if time.monotonic() - started >= 5:
+        return  # the window passed between the polls (a stalled machine): nothing to see
+    assert status == 200
+    # the budget went to the first user's call: the second's source was not asked, and
+    # this process never answered it: the service is unavailable for this poll
+    assert await source_calls(emulator, second) == 0
+    assert answer["orders"] == []
+    [allowed] = answer["allowed_changes"]
+    assert allowed["no_more_orders_reason"] == "service_unavailable"
+    assert over_budget(client, "over_budget_unavailable") == 1
+
+
+async def test_after_a_flush_the_last_answer_stands_in_and_is_not_kept(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    emulator, client = await budgeted(aiohttp_client, aiohttp_server, own_redis, 1)
+    await create_order_id(emulator, unique, "taxi", status="driving")
+    started = time.monotonic()
+    _, first, _ = await poll(client, unique, {"supported_services": TAXI})
+    await answers_kept(client)
+    store = redis.Redis.from_url(own_redis.url)
+    try:
+        store.flushall()
+        body = {"known_orders": known_as_answered(first), "supported_services": TAXI}
+        status, answer, _ = await poll(client, unique, body)
+        await answers_kept(client)
+        if time.monotonic() - started >= 5:
+            pytest.skip(
+                "the budget window passed (a stalled machine): the source was rightly asked"
+            )
+        assert status == 200 and answer["orders"][0]["update_status"] == "actual"
+        assert await source_calls(emulator, unique) == 1
+        # the answer that stood in is shown, never kept: the next look in budget asks
+        assert store.get(kept_answer_key("taxi", unique)) is None
+    finally:
+        store.close()
