@@ -200,7 +200,8 @@ class ProtocolSettings(Settings):
     force_per_order_per_minute: int = Field(EngineConfig.force_per_order_per_minute, ge=0)
     # the order-source budget (docs/protocol.md: A fleet): at most this many calls to one
     # source per process in any 5 s; over it the process's last answer of the user (younger
-    # than list_max_age) stands in, or the source is unavailable for that poll. 0: none
+    # than list_max_age) stands in, or the source is unavailable for that poll. 0: none (the
+    # protocol's rules alone, which it would override: a contract choice, not a default)
     source_calls_per_window: int = Field(EngineConfig.source_calls_per_window, ge=0)
     last_answers_max_entries: int = Field(EngineConfig.last_answers_max_entries, ge=0)
 

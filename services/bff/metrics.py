@@ -15,7 +15,9 @@ class BffMetrics:
             "mlutp_order_source_calls",
             "Order source answers by outcome: ok and unavailable (asked), kept (a kept answer "
             "stood for the source), coalesced_ok and coalesced_unavailable (shared a call of "
-            "the same user in flight)",
+            "the same user in flight), kept_older (a kept answer older than the client's echo, "
+            "set aside), over_budget_last and over_budget_unavailable (a call over the "
+            "order-source budget, not made: the user's last answer stood in, or none did)",
             ["service", "outcome"],
             registry=registry,
         )
