@@ -28,6 +28,7 @@ from emulator.faults import PART_TARGET_PREFIX
 from emulator.work import answer_work, fields_work
 from emulator.world import World
 from shared.policy import DEFAULT_POLICY_PATH, load_policy
+from shared.protocol.need_request import TagTimings
 
 PERIOD_S = 0.25
 WINDOW_S = 5.0
@@ -46,6 +47,12 @@ def order_service(target: str) -> str | None:
         return "taxi"
     service = target.removesuffix("_details")
     return service if service != target and service in SERVICES else None
+
+
+# how long after a change its fetch may come: the min TTL (a part fetched less than that ago
+# waits for it, docs/protocol.md: need_request rule 5), plus a second for the look that finds
+# it and the fetch itself
+CHANGE_FETCHED_WITHIN_S = TagTimings().min_ttl_ms / 1000 + 1.0
 
 
 @dataclass(frozen=True)
@@ -338,8 +345,12 @@ class Readings:
         for (at, before), (until, after) in itertools.pairwise(self.rounds):
             if not start <= at < end:
                 continue
-            # a change fetched within a second may be fetched after the user's first read
-            changed = Counter((u, s) for t, u, s in changes if at - 1.0 <= t < until)
+            # a change is fetched after the client's next look, and no sooner than the min TTL
+            # after the part's last fetch: up to CHANGE_FETCHED_WITHIN_S after it was made, so
+            # it may be fetched after the user's first read of this interval
+            changed = Counter(
+                (u, s) for t, u, s in changes if at - CHANGE_FETCHED_WITHIN_S <= t < until
+            )
             worst_work, worst_calls = (0.0, 0, 0, ""), (0, "")
             over_work = over_calls = beyond_work = beyond_calls = 0
             for user, now in after.items():

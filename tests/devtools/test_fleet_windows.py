@@ -59,6 +59,18 @@ def test_per_order_counts_a_fetch_for_each_change_of_that_order():
     assert (unchanged.beyond_calls, unchanged.beyond_work) == (2, 1)
 
 
+def test_a_change_made_within_the_min_ttl_before_a_read_pays_for_its_fetch_after_it():
+    made = Readings("http://127.0.0.1:1", ["u1"], list_max_age_s=120)
+    made.rounds = [(5.0, {"u1": {}}), (10.0, {"u1": {"eats_details": (2, 76)}})]
+    # changed 2.5 s before the read: the part was fetched just before, so the change's fetch
+    # waited for the min TTL (2 s) and came after the read
+    [window] = made.per_order(5.0, 10.0, changes=[(2.5, "u1", "eats")], legacy=LEGACY)
+    assert window.beyond_calls == 0
+    # one made earlier than the min TTL and a second before it was fetched before the read
+    [early] = made.per_order(5.0, 10.0, changes=[(1.5, "u1", "eats")], legacy=LEGACY)
+    assert early.beyond_calls == 1
+
+
 def test_the_taxi_part_services_work_adds_up_for_the_taxi_order():
     made = Readings("http://127.0.0.1:1", ["u1"], list_max_age_s=120)
     parts = {"part:order_core": (1, 40), "part:order_settings": (1, 35), "taxiroute": (3, 33)}
