@@ -43,7 +43,7 @@ class EngineConfig:
     # no budget, the protocol's rules alone; the operator sizes it from the steady rate)
     source_calls_per_window: int = 0
     # the last answers kept per process for it: (user, service) pairs
-    last_answers_max_entries: int = 50_000
+    last_answers_max_entries: int = 20_000
 
 
 def stays_stale(
