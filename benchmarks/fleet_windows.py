@@ -23,9 +23,9 @@ from urllib.parse import quote, urlsplit
 from benchmarks.redis_loss import SERVICES, STATUSES, legacy_rate
 from devtools.loadtest.config import HEAVY_TARGETS, PERFORMER_TARGET, priced_target
 from devtools.loadtest.measure import SOURCE_CALL_CAUSES, SourceCallCauses
-from emulator.documents import TAXI_PART_SERVICES, totw_answer
+from emulator.documents import TAXI_PART_SERVICES, taxi_part_answer, totw_answer
 from emulator.faults import PART_TARGET_PREFIX
-from emulator.work import answer_work, fields_work
+from emulator.work import answer_work
 from emulator.world import World
 from shared.policy import DEFAULT_POLICY_PATH, load_policy
 from shared.protocol.need_request import TagTimings
@@ -77,8 +77,14 @@ class Legacy:
             document_work[service] = answer_work(
                 totw_answer(document) if service == "taxi" else document
             )
+            # what the upstream of each part holding the field answers: a taxi part service
+            # its own fields, the details upstream (eats, grocery) the whole document
             change_work[service] = sum(
-                fields_work(set(rule.fields) & set(document))
+                answer_work(
+                    taxi_part_answer(rule.upstream, document)
+                    if rule.upstream in TAXI_PART_SERVICES
+                    else document
+                )
                 for rule in policy.services[service].rules
                 if CHANGED_FIELD in rule.fields
             )
