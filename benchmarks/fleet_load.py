@@ -63,6 +63,7 @@ import random
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 import uvloop
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fleet_windows import CHANGED_FIELD, WINDOW_S, Legacy, Phase, Readings, report
 from benchmarks.redis_loss import (
@@ -180,6 +182,22 @@ async def polls_held(session: aiohttp.ClientSession, stack: Stack) -> float:
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):
             total += (await metric_samples(session, url, "mlutp_polls_held")).get("", 0.0)
     return total
+
+
+async def source_outcomes(session: aiohttp.ClientSession, stack: Stack) -> Counter[str]:
+    """mlutp_order_source_calls by outcome, summed over the BFF replicas running now (a
+    replica started again counts from zero)."""
+    totals: Counter[str] = Counter()
+    for name in BFF:
+        for url in stack.urls(name):
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(f"{url}/metrics") as response:
+                    text = await response.text()
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name == "mlutp_order_source_calls_total":
+                            totals[sample.labels["outcome"]] += int(sample.value)
+    return totals
 
 
 async def until_held(
@@ -294,11 +312,13 @@ async def measure(options: Options, stack: Stack, redis: EmbeddedRedis, legacy: 
             reset_stats(clients)
             changes = dict(changer.counts)
             current.held = await polls_held(session, stack)
+            outcomes = await source_outcomes(session, stack)
             current.start = time.perf_counter()
             await fault(current)
             await asyncio.sleep(after_s)
             current.end = time.perf_counter()
             current.errors = client_errors(clients)
+            current.source_outcomes = dict(await source_outcomes(session, stack) - outcomes)
             current.changes = {k: v - changes[k] for k, v in changer.counts.items()}
             print(f"  {name}: done ({current.end - current.start:.0f} s)", flush=True)
 

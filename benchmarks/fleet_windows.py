@@ -112,6 +112,9 @@ class Phase:
     end: float = 0.0
     events: list[tuple[float, str]] = field(default_factory=list)
     errors: str = ""
+    # the BFF replicas' order-source outcomes in the phase (mlutp_order_source_calls), those
+    # of a replica killed or restarted meanwhile left out
+    source_outcomes: dict[str, int] = field(default_factory=dict)
     held: float = 0.0
     changes: dict[str, int] = field(default_factory=dict)
 
@@ -449,6 +452,9 @@ def report(
             f"   polls held at its start {current.held:.0f}; changes {current.changes}; "
             f"clients: {current.errors}"
         )
+        if current.source_outcomes:
+            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(current.source_outcomes.items()))
+            print(f"   the BFF's source outcomes (replicas running at both ends): {outcomes}")
         print(
             "   5-s window   sources     work  documents performer   per order: work/legacy "
             "(order), calls (order upstream)"
