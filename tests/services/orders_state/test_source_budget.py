@@ -17,7 +17,7 @@ from shared.embedded_redis import EmbeddedRedis
 from shared.redis import kept_answer_key
 from shared.web import METRICS
 from tests.emulator_api import create_order_id, source_calls
-from tests.helpers import answers_kept, known_as_answered, poll, stack_on
+from tests.helpers import answers_kept, known_as_answered, poll, replicas_on, stack_on
 
 TAXI = ["taxi"]
 
@@ -123,3 +123,39 @@ async def test_after_a_flush_the_last_answer_stands_in_and_is_not_kept(
         assert store.get(kept_answer_key("taxi", unique)) is None
     finally:
         store.close()
+
+
+async def test_a_kept_answer_read_stands_in_with_the_tag_store_down(
+    aiohttp_client: Callable[..., Awaitable[TestClient]],
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    own_redis: EmbeddedRedis,
+    unique: str,
+):
+    settings = RedisSettings(url=own_redis.url, command_deadline_s=1.0, socket_timeout_s=1.0)
+    emulator, [asking, reading] = await replicas_on(
+        aiohttp_client,
+        aiohttp_server,
+        settings,
+        2,
+        protocol={"source_calls_per_window": 1},
+    )
+    user, other = f"{unique}-a", f"{unique}-b"
+    for each in (user, other):
+        await create_order_id(emulator, each, "taxi", status="driving")
+    started = time.monotonic()
+    # one replica asks the user's source and keeps its answer
+    _, first, _ = await poll(asking, user, {"supported_services": TAXI})
+    await answers_kept(asking)
+    body = {"known_orders": known_as_answered(first), "supported_services": TAXI}
+    # the other spends its budget on another user, then reads this user's kept answer
+    await poll(reading, other, {"supported_services": TAXI})
+    status, _, _ = await poll(reading, user, body)
+    assert status == 200 and await source_calls(emulator, user) == 1
+    own_redis.stop()
+    status, answer, _ = await poll(reading, user, body)
+    if time.monotonic() - started >= 5:
+        pytest.skip("the budget window passed (a stalled machine): rightly asked")
+    # the kept answer it read is its last answer of the user: it stands in, no call made
+    assert status == 200 and answer["orders"][0]["update_status"] == "actual"
+    assert await source_calls(emulator, user) == 1
+    assert over_budget(reading, "over_budget_last") == 1
