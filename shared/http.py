@@ -8,7 +8,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -60,6 +60,11 @@ class RetryPolicy:
         )
 
 
+# what Protection.admit decides for a call: refused (the circuit is open), a call, or the
+# half-open circuit's one probe
+Admission = Literal["refused", "call", "probe"]
+
+
 @dataclass
 class Protection:
     """What keeps clients from multiplying load on a failing upstream: a circuit breaker
@@ -71,6 +76,40 @@ class Protection:
     retry_budget: RetryBudget = field(default_factory=RetryBudget)
     on_event: Callable[[str], None] = lambda event: None
     clock: Callable[[], float] = time.monotonic
+    # the half-open circuit's probe in flight: its verdict (True: the upstream answered)
+    _probe: asyncio.Future[bool] | None = field(default=None, init=False, repr=False)
+
+    async def admit(self, wait_s: float) -> Admission:
+        """Whether a call may go out now, and whether it is the circuit's probe. While the
+        probe is out, a call waits for its verdict (at most `wait_s`) instead of failing at
+        once: the calls made together with the probe (an app's parts of two orders of one
+        upstream) go out once it has answered, and none goes to an upstream the probe found
+        still failing."""
+        admission = self._allowed()
+        probe = self._probe
+        if admission != "refused" or probe is None:
+            return admission
+        try:
+            answered = await asyncio.wait_for(asyncio.shield(probe), wait_s)
+        except TimeoutError:
+            return "refused"
+        return self._allowed() if answered else "refused"
+
+    def _allowed(self) -> Admission:
+        if not self.circuit.allow(self.clock()):
+            return "refused"
+        if not self.circuit.probing:
+            return "call"
+        self._probe = asyncio.get_running_loop().create_future()
+        return "probe"
+
+    def verdict(self, admission: Admission, answered: bool) -> None:
+        """A call ended: if it was the probe, wake the calls waiting on it."""
+        if admission != "probe":
+            return
+        probe, self._probe = self._probe, None
+        if probe is not None and not probe.done():
+            probe.set_result(answered)
 
 
 @dataclass(frozen=True)
@@ -199,10 +238,11 @@ class UpstreamClient:
         protection = self.protection
         if protection is None:
             return await self._post(path, body, headers, deadline_s, None)
-        now = protection.clock()
-        if not protection.circuit.allow(now):
+        admission = await protection.admit(deadline_s or self.deadline_s)
+        if admission == "refused":
             protection.on_event("circuit_open")
             raise CircuitOpenError(f"{self.base_url}: circuit open")
+        now = protection.clock()
         retry_options = None
         if not protection.retry_budget.can_retry(now):
             protection.on_event("retry_over_budget")
@@ -213,14 +253,18 @@ class UpstreamClient:
             response = await self._post(path, body, headers, deadline_s, retry_options)
         except (TimeoutError, aiohttp.ClientError):
             protection.circuit.failure(protection.clock())
+            protection.verdict(admission, False)
             raise
         except BaseException:
             protection.circuit.abandon()
+            protection.verdict(admission, False)
             raise
         if response.status >= 500:
             protection.circuit.failure(protection.clock())
+            protection.verdict(admission, False)
         else:
             protection.circuit.success()
+            protection.verdict(admission, True)
         return response
 
     async def _post(

@@ -21,6 +21,7 @@ from devtools.simulation.world import World
 from services.bff.poll import Caller
 from services.bff.ports import Fetched, FetchOutcome
 from shared import wire
+from shared.http import Protection
 from shared.protocol.circuit import CircuitBreaker
 from shared.protocol.retry_budget import RetryBudget
 from shared.upstream_wire import SourceKnownOrder, SourceResponse
@@ -29,6 +30,7 @@ from shared.wire import USER_HEADER, OrderKey
 # services/bff/config.py: source_deadline_s, part_timeout_s, upstream_circuit_*
 SOURCE_DEADLINE_S = 0.25
 PART_TIMEOUT_S = 1.0
+PART_DEADLINE_S = 2.1
 CIRCUIT_FAILURES = 10
 CIRCUIT_OPEN_S = 2.0
 # the part upstream of each part type or part of its own → the service whose orders it serves
@@ -77,34 +79,49 @@ class Attempt(Enum):
 
 
 class Guard:
-    """One process's protection of one upstream (shared/http.py: UpstreamClient.post): no
-    call while the circuit is open, a retry only within the budget, the circuit told of
-    every call's end."""
+    """One process's protection of one upstream, the product's own (shared/http.py:
+    Protection, as UpstreamClient.post uses it): no call while the circuit is open (a call
+    made while its probe is out waits for the probe's verdict, within `wait_s`), a retry only
+    within the budget, the circuit told of every call's end."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], wait_s: float) -> None:
         self.clock = clock
-        self.circuit = CircuitBreaker(CIRCUIT_FAILURES, CIRCUIT_OPEN_S)
-        self.budget = RetryBudget()
+        self.wait_s = wait_s
+        self.protection = Protection(
+            CircuitBreaker(CIRCUIT_FAILURES, CIRCUIT_OPEN_S), RetryBudget(), clock=clock
+        )
+
+    @property
+    def circuit(self) -> CircuitBreaker:
+        return self.protection.circuit
 
     async def call(
         self, attempt: Callable[[], Any], *, retry_on_timeout: bool
     ) -> tuple[Attempt, Any]:
-        now = self.clock()
-        if not self.circuit.allow(now):
+        admission = await self.protection.admit(self.wait_s)
+        if admission == "refused":
             return Attempt.FAILED, None
-        retries = 1 if self.budget.can_retry(now) else 0
-        self.budget.call(now)
+        budget = self.protection.retry_budget
+        now = self.clock()
+        retries = 1 if budget.can_retry(now) else 0
+        budget.call(now)
         outcome, value = Attempt.FAILED, None
-        for number in range(1 + retries):
-            if number:
-                self.budget.retry(self.clock())
-            outcome, value = await attempt()
-            if outcome is Attempt.OK or (outcome is Attempt.TIMEOUT and not retry_on_timeout):
-                break
+        try:
+            for number in range(1 + retries):
+                if number:
+                    budget.retry(self.clock())
+                outcome, value = await attempt()
+                if outcome is Attempt.OK or (outcome is Attempt.TIMEOUT and not retry_on_timeout):
+                    break
+        except BaseException:
+            self.circuit.abandon()
+            self.protection.verdict(admission, False)
+            raise
         if outcome is Attempt.OK:
             self.circuit.success()
         else:
             self.circuit.failure(self.clock())
+        self.protection.verdict(admission, outcome is Attempt.OK)
         return outcome, value
 
 
@@ -166,7 +183,7 @@ class SourceClient:
     def __init__(self, backend: SourceBackend, clock: Callable[[], float]) -> None:
         self.service = backend.service
         self.backend = backend
-        self.guard = Guard(clock)
+        self.guard = Guard(clock, SOURCE_DEADLINE_S)
 
     async def list_active(
         self,
@@ -219,7 +236,7 @@ class UpstreamClient:
 
     def __init__(self, backend: UpstreamBackend, clock: Callable[[], float]) -> None:
         self.backend = backend
-        self.guard = Guard(clock)
+        self.guard = Guard(clock, PART_DEADLINE_S)
 
     async def fetch(self, body: Mapping[str, Any], caller: Caller) -> Fetched:
         key = OrderKey(self.backend.service, str(body["orderid"]))

@@ -41,3 +41,8 @@ class CircuitBreaker:
     @property
     def is_open(self) -> bool:
         return self._opened_at is not None
+
+    @property
+    def probing(self) -> bool:
+        """A probe is out: its verdict opens the circuit again or closes it."""
+        return self._probing

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from shared.http import RetryPolicy, UpstreamClient
+from shared.http import CircuitOpenError, Protection, RetryPolicy, UpstreamClient
+from shared.protocol.circuit import CircuitBreaker
 
 DEADLINE_S = 0.05
 SLOW_S = 0.5
@@ -88,4 +89,89 @@ async def test_without_an_allowance_the_process_own_queue_times_the_call_out(
     caller = client(server, allowance_s=0.0)
     with pytest.raises(TimeoutError):
         await answer_while_the_loop_is_busy(caller, fake)
+    await caller.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Failing:
+    """An upstream that answers 500 until it is mended, counting its calls; a call holds
+    until `release` is set, so that calls made together are in flight together."""
+
+    def __init__(self) -> None:
+        self.mended = False
+        self.calls = 0
+        self.release = asyncio.Event()
+        self.release.set()
+        self.arrived = asyncio.Event()
+
+    async def answer(self, request: web.Request) -> web.Response:
+        self.calls += 1
+        self.arrived.set()
+        await self.release.wait()
+        return web.json_response({}, status=200 if self.mended else 500)
+
+
+async def opened_circuit(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> tuple[Failing, UpstreamClient, Clock]:
+    fake = Failing()
+    app = web.Application()
+    app.router.add_post("/", fake.answer)
+    server = await aiohttp_server(app)
+    clock = Clock()
+    caller = UpstreamClient(
+        str(server.make_url("")),
+        attempt_timeout_s=1.0,
+        deadline_s=1.0,
+        retry=RetryPolicy(attempts=1),
+        protection=Protection(CircuitBreaker(2, 2.0), clock=clock),
+    )
+    for _ in range(2):
+        assert (await caller.post("/", b"{}")).status == 500
+    with pytest.raises(CircuitOpenError):
+        await caller.post("/", b"{}")
+    clock.now = 2.5  # past the open pause: the next call is the probe
+    fake.calls = 0
+    fake.arrived.clear()
+    return fake, caller, clock
+
+
+async def test_calls_made_with_the_probe_go_out_once_it_answered(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+):
+    fake, caller, _ = await opened_circuit(aiohttp_server)
+    fake.mended = True
+    fake.release.clear()
+    probe = asyncio.create_task(caller.post("/", b"{}"))
+    together = asyncio.create_task(caller.post("/", b"{}"))
+    # the probe reached the upstream; the call made with it waits on it, not refused
+    await fake.arrived.wait()
+    assert fake.calls == 1 and not together.done()
+    fake.release.set()
+    assert [r.status for r in await asyncio.gather(probe, together)] == [200, 200]
+    assert fake.calls == 2
+    await caller.close()
+
+
+async def test_a_failed_probe_refuses_the_calls_that_waited_on_it(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+):
+    fake, caller, _ = await opened_circuit(aiohttp_server)
+    fake.release.clear()
+    probe = asyncio.create_task(caller.post("/", b"{}"))
+    together = asyncio.create_task(caller.post("/", b"{}"))
+    await fake.arrived.wait()
+    fake.release.set()
+    assert (await probe).status == 500
+    with pytest.raises(CircuitOpenError):
+        await together
+    # the failing upstream got the probe alone
+    assert fake.calls == 1
     await caller.close()
