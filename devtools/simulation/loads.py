@@ -19,7 +19,7 @@ from devtools.simulation.bounds import (
 )
 from devtools.simulation.check_base import CheckerBase
 from devtools.simulation.clients import BACKOFF_CAP_S
-from devtools.simulation.scenario import MAX_LAG_S
+from devtools.simulation.scenario import MAX_LAG_S, Fault
 from devtools.simulation.upstreams import Call
 from devtools.simulation.vloop import WALL_EPOCH_S
 from shared.wire import OrderKey
@@ -175,12 +175,15 @@ class Loads:
                         spans.append((*span, float(self._reach(*span) * devices[user])))
         for t in recovered:
             for user in users:
-                active = sum(1 for a, b, _ in self.orders[user] if a <= t < b)
-                taxi = sum(1 for a, b, svc in self.orders[user] if a <= t < b and svc == "taxi")
-                heavy.append((t, t + DEGRADED_TTL_S + 30, float(active * devices[user])))
-                slow.append((t, t + DEGRADED_TTL_S + 30, float(taxi * devices[user])))
-                for spans in served.values():
-                    spans.append((t, t + DEGRADED_TTL_S + 30, float(taxi * devices[user])))
+                for made, service in self._made_again(t, timeline.faults):
+                    at = [(a, b, svc) for a, b, svc in self.orders[user] if a <= t < b]
+                    active = sum(1 for *_, svc in at if service is None or svc == service)
+                    taxi = sum(1 for *_, svc in at if svc == "taxi" and service in (None, "taxi"))
+                    span = (made, made + DEGRADED_TTL_S + 30)
+                    heavy.append((*span, float(active * devices[user])))
+                    slow.append((*span, float(taxi * devices[user])))
+                    for spans in served.values():
+                        spans.append((*span, float(taxi * devices[user])))
         self.paid_heavy = heavy
         self.paid_served = served
         self.paid_slow = slow
@@ -221,6 +224,18 @@ class Loads:
         fleet's bound does not grow with its size (docs/protocol.md: A fleet)."""
         moving = any(a < end and start < b for a, b in self.moved)
         return min(self.replicas, 2 if moving else 1)
+
+    @staticmethod
+    def _made_again(t: float, faults: Sequence[Fault]) -> list[tuple[float, str | None]]:
+        """When the tags a store lost at `t` are made again, and for which service's orders
+        (None: every service's): at once, and for a service whose source is out at `t`, at its
+        return too (an order's tags are made only from its source's current answer), whose
+        parts are then refetched over the degraded TTL as after any loss."""
+        made: list[tuple[float, str | None]] = [(t, None)]
+        for f in faults:
+            if f.kind.startswith("source_") and f.start <= t <= f.end + f.value:
+                made.append((f.end + f.value, f.target))
+        return made
 
     @staticmethod
     def _count(times: list[float], start: float, end: float) -> int:
