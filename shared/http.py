@@ -238,10 +238,15 @@ class UpstreamClient:
         protection = self.protection
         if protection is None:
             return await self._post(path, body, headers, deadline_s, None)
-        admission = await protection.admit(deadline_s or self.deadline_s)
+        deadline = deadline_s or self.deadline_s
+        started = time.monotonic()
+        # a call waiting on the circuit's probe waits at most half its deadline, and has the
+        # rest for itself: the whole call, the wait included, ends by its deadline
+        admission = await protection.admit(deadline / 2)
         if admission == "refused":
             protection.on_event("circuit_open")
             raise CircuitOpenError(f"{self.base_url}: circuit open")
+        deadline_s = deadline - (time.monotonic() - started)
         now = protection.clock()
         retry_options = None
         if not protection.retry_budget.can_retry(now):

@@ -81,12 +81,13 @@ class Attempt(Enum):
 class Guard:
     """One process's protection of one upstream, the product's own (shared/http.py:
     Protection, as UpstreamClient.post uses it): no call while the circuit is open (a call
-    made while its probe is out waits for the probe's verdict, within `wait_s`), a retry only
-    within the budget, the circuit told of every call's end."""
+    made while its probe is out waits for the probe's verdict, within half its deadline), a
+    retry only within the budget, the circuit told of every call's end. (The product gives
+    such a call the rest of its deadline; here its attempts keep theirs.)"""
 
-    def __init__(self, clock: Callable[[], float], wait_s: float) -> None:
+    def __init__(self, clock: Callable[[], float], deadline_s: float) -> None:
         self.clock = clock
-        self.wait_s = wait_s
+        self.deadline_s = deadline_s
         self.protection = Protection(
             CircuitBreaker(CIRCUIT_FAILURES, CIRCUIT_OPEN_S), RetryBudget(), clock=clock
         )
@@ -98,7 +99,7 @@ class Guard:
     async def call(
         self, attempt: Callable[[], Any], *, retry_on_timeout: bool
     ) -> tuple[Attempt, Any]:
-        admission = await self.protection.admit(self.wait_s)
+        admission = await self.protection.admit(self.deadline_s / 2)
         if admission == "refused":
             return Attempt.FAILED, None
         budget = self.protection.retry_budget
