@@ -73,7 +73,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 import uvloop
-from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fleet_windows import CHANGED_FIELD, WINDOW_S, Legacy, Phase, Readings, report
 from benchmarks.redis_loss import (
@@ -191,12 +190,10 @@ async def source_outcomes(session: aiohttp.ClientSession, stack: Stack) -> Count
     for name in BFF:
         for url in stack.urls(name):
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                async with session.get(f"{url}/metrics") as response:
-                    text = await response.text()
-                for family in text_string_to_metric_families(text):
-                    for sample in family.samples:
-                        if sample.name == "mlutp_order_source_calls_total":
-                            totals[sample.labels["outcome"]] += int(sample.value)
+                samples = await metric_samples(
+                    session, url, "mlutp_order_source_calls_total", label="outcome"
+                )
+                totals.update({outcome: int(value) for outcome, value in samples.items()})
     return totals
 
 

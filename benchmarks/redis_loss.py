@@ -246,16 +246,20 @@ async def create_orders(session: aiohttp.ClientSession, emulator: str, users: li
     await asyncio.gather(*(create(user, service) for user in users for service in SERVICES))
 
 
-async def metric_samples(session: aiohttp.ClientSession, url: str, name: str) -> dict[str, float]:
-    """A metric's samples from a service's /metrics, by their `cause` label ("" for none)."""
+async def metric_samples(
+    session: aiohttp.ClientSession, url: str, name: str, label: str = "cause"
+) -> dict[str, float]:
+    """A metric's samples from a service's /metrics, summed by their `label` ("" for none):
+    the samples that differ only in other labels add up."""
     async with session.get(f"{url}/metrics") as response:
         text = await response.text()
-    return {
-        sample.labels.get("cause", ""): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    }
+    summed: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                key = sample.labels.get(label, "")
+                summed[key] = summed.get(key, 0.0) + sample.value
+    return summed
 
 
 async def until_held(

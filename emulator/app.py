@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from prometheus_client import Counter
 
-from emulator import handlers
+from emulator import feature_handlers, handlers
 from emulator.config import EmulatorSettings
 from emulator.driver import Driver
 from emulator.faults import Faults
@@ -82,10 +82,14 @@ def create_app(settings: EmulatorSettings) -> web.Application:
     # a route per feature, each with its own body: versioned or last-write-wins
     feature_kinds = {name: f.versioned for fs in USER_FEATURES.values() for name, f in fs.items()}
     for name, versioned in sorted(feature_kinds.items()):
-        handler = handlers.versioned_change if versioned else handlers.last_write_wins_change
+        handler = (
+            feature_handlers.versioned_change
+            if versioned
+            else feature_handlers.last_write_wins_change
+        )
         router.add_post(f"{features}/{name}", handler)
-    router.add_post(f"{features}/feedback", handlers.feedback)
-    router.add_post(f"{features}/cancel", handlers.cancel)
+    router.add_post(f"{features}/feedback", feature_handlers.feedback)
+    router.add_post(f"{features}/cancel", feature_handlers.cancel)
     router.add_post("/emulator/v1/faults", handlers.set_fault)
     router.add_get("/emulator/v1/stats", handlers.get_stats)
     router.add_post("/emulator/v1/driver", handlers.set_driver)

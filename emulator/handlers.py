@@ -9,21 +9,20 @@ from aiohttp import web
 from msgspec.structs import replace
 
 from emulator import wire as ew
-from emulator.documents import LIFECYCLES, TAXI_PART_SERVICES, taxi_part_answer, totw_answer
+from emulator.documents import TAXI_PART_SERVICES, taxi_part_answer, totw_answer
 from emulator.faults import PART_TARGET_PREFIX, TARGETS, Fault, known_target
 from emulator.keys import DRIVER, FAULTS, FEATURES, STATS, TAG_WRITER, WORLD
+from emulator.request_fields import served, service_of, user_id_of
 from emulator.source_lists import listing
 from emulator.work import answer_work
 from emulator.world import (
     DataChange,
     InvalidChange,
-    NotAllowed,
     Order,
     UnknownOrder,
-    VersionConflict,
 )
 from shared import wire
-from shared.errors import BadRequest, Conflict, NotFound
+from shared.errors import BadRequest, NotFound
 from shared.upstream_wire import RouteRequest, SourceRequest
 from shared.web import json_response, read_json
 
@@ -35,27 +34,7 @@ _change = msgspec.json.Decoder(ew.ChangeFields)
 _fault = msgspec.json.Decoder(ew.FaultRequest)
 _driver = msgspec.json.Decoder(ew.DriverRequest)
 _driver_distance = msgspec.json.Decoder(ew.DriverDistance)
-_versioned_change = msgspec.json.Decoder(ew.VersionedChange)
-_last_write_wins_change = msgspec.json.Decoder(ew.LastWriteWinsChange)
-_feedback = msgspec.json.Decoder(ew.Feedback)
-_cancel = msgspec.json.Decoder(ew.Cancel)
 _any = msgspec.json.Decoder(dict[str, Any])
-
-
-def _user_id(request: web.Request) -> str:
-    return wire.checked_user_id(request.headers.get("X-Yandex-UID"))
-
-
-def _served(request: web.Request, service: str) -> bool:
-    """The first three services, and any other the policy file names (served generically)."""
-    return service in LIFECYCLES or service in request.app[FEATURES].policy.services
-
-
-def _service(request: web.Request) -> str:
-    service = request.match_info["service"]
-    if not _served(request, service):
-        raise NotFound(f"no service {service!r}")
-    return service
 
 
 async def _upstream_call(request: web.Request, target: str) -> bytes:
@@ -102,11 +81,11 @@ UNKNOWN_LIST_TAG = "unknown-list-version"
 
 
 async def order_source(request: web.Request) -> web.Response:
-    service = _service(request)
+    service = service_of(request)
     target = f"source:{service}"
     # the client's known orders with their content tags: recorded, and checked
     asked = wire.decode(_source_request, await _upstream_call(request, target))
-    user_id = _user_id(request)
+    user_id = user_id_of(request)
     lag_s = request.app[FAULTS].lag_s(target)
     if lag_s is None:
         # the primary: its data is at least as new as any list tag readable before the call
@@ -137,23 +116,23 @@ def _document(request: web.Request, target: str, order: Order, asked: ew.OrderRe
 
 async def taxiontheway(request: web.Request) -> web.Response:
     body = wire.decode(_order_request, await _upstream_call(request, "totw"))
-    order = _find(request, "taxi", body.orderid, _user_id(request))
+    order = _find(request, "taxi", body.orderid, user_id_of(request))
     document = totw_answer(_document(request, "totw", order, body))
     return await _respond(request, "totw", document, priced=True)
 
 
 async def order_details(request: web.Request) -> web.Response:
-    return await _order_details(request, _service(request))
+    return await _order_details(request, service_of(request))
 
 
 async def _order_details(request: web.Request, service: str) -> web.Response:
     if service == "taxi":
         raise NotFound("taxi has no details endpoint; use /3.0/taxiontheway")
-    if not _served(request, service):
+    if not served(request, service):
         raise NotFound(f"no service {service!r}")
     target = f"{service}_details"
     body = wire.decode(_order_request, await _upstream_call(request, target))
-    order = _find(request, service, body.orderid, _user_id(request))
+    order = _find(request, service, body.orderid, user_id_of(request))
     return await _respond(request, target, _document(request, target, order, body), priced=True)
 
 
@@ -173,7 +152,7 @@ async def generic_part(request: web.Request) -> web.Response:
         raise NotFound(f"no part type {part_type!r}")
     target = PART_TARGET_PREFIX + part_type
     body = wire.decode(_order_request, await _upstream_call(request, target))
-    order = request.app[WORLD].find(body.orderid, _user_id(request))
+    order = request.app[WORLD].find(body.orderid, user_id_of(request))
     taxi_service = part_type in TAXI_PART_SERVICES
     if order is None or (taxi_service and order.service != "taxi"):
         raise NotFound(f"no order {body.orderid!r}", code="order_not_found")
@@ -187,7 +166,7 @@ async def taxiroute(request: web.Request) -> web.Response:
     body = wire.decode(_route_request, await _upstream_call(request, "taxiroute"))
     if body.orderid is None:
         raise BadRequest("orderid is required", code="invalid_request")
-    order = _find(request, "taxi", body.orderid, _user_id(request))
+    order = _find(request, "taxi", body.orderid, user_id_of(request))
     return await _respond(request, "taxiroute", request.app[WORLD].route(order), priced=True)
 
 
@@ -206,7 +185,7 @@ OWN_ENDPOINTS: dict[str, Callable[[web.Request], Awaitable[web.Response]]] = {
 
 async def create_order(request: web.Request) -> web.Response:
     body = await read_json(request, _create)
-    if not _served(request, body.service):
+    if not served(request, body.service):
         raise BadRequest(f"unknown service {body.service!r}", code="unknown_service")
     try:
         order = await request.app[FEATURES].create_order(body.user_id, body.service, body.status)
@@ -221,10 +200,10 @@ async def _mutate(request: web.Request, mutation: Callable[[str, str], DataChang
     """Change an order's data, then set its tags (data first, tag second). With an
     X-Yandex-UID (a gateway acting for one user, as the demo server does), only that user's
     order: another's is as unknown as a missing one."""
-    service, orderid = _service(request), request.match_info["orderid"]
+    service, orderid = service_of(request), request.match_info["orderid"]
     try:
         if "X-Yandex-UID" in request.headers:
-            request.app[WORLD].get(service, orderid, _user_id(request))
+            request.app[WORLD].get(service, orderid, user_id_of(request))
         change = mutation(service, orderid)
     except UnknownOrder as exc:
         raise NotFound(str(exc), code="order_not_found") from exc
@@ -257,92 +236,6 @@ async def change_order(request: web.Request) -> web.Response:
     return await _mutate(
         request, lambda service, orderid: world.change(service, orderid, body.fields)
     )
-
-
-def _feature(request: web.Request) -> str:
-    # each feature has a route of its own (its own body), named by its last path segment
-    resource = request.match_info.route.resource
-    assert resource is not None
-    return resource.canonical.rsplit("/", 1)[-1]
-
-
-async def versioned_change(request: web.Request) -> web.Response:
-    """A versioned feature's user change (destination, comment), called by clients."""
-    body = await read_json(request, _versioned_change)
-    return await _user_change(request, body.value, known_version=body.version)
-
-
-async def last_write_wins_change(request: web.Request) -> web.Response:
-    """A last-write-wins feature's user change (tips), called by clients."""
-    body = await read_json(request, _last_write_wins_change)
-    return await _user_change(
-        request,
-        body.value,
-        idempotency_key=body.idempotency_key,
-        requested_at_ms=body.requested_at_ms,
-    )
-
-
-async def feedback(request: web.Request) -> web.Response:
-    """The user rates a finished trip (it stays listed until rated)."""
-    body = await read_json(request, _feedback)
-    service, orderid = _service(request), request.match_info["orderid"]
-    features = request.app[FEATURES]
-    try:
-        version = await features.rate(service, orderid, _user_id(request), body.rating)
-    except UnknownOrder as exc:
-        raise NotFound(str(exc), code="order_not_found") from exc
-    except InvalidChange as exc:
-        raise BadRequest(str(exc), code="invalid_change") from exc
-    return json_response(ew.UserChanged(orderid, "feedback", version))
-
-
-async def cancel(request: web.Request) -> web.Response:
-    """The user cancels the order, where its `cancel` capability allows (409 otherwise)."""
-    await read_json(request, _cancel)
-    service, orderid = _service(request), request.match_info["orderid"]
-    try:
-        version = await request.app[FEATURES].cancel(service, orderid, _user_id(request))
-    except UnknownOrder as exc:
-        raise NotFound(str(exc), code="order_not_found") from exc
-    except NotAllowed as exc:
-        raise Conflict(str(exc), code="not_allowed", reason=exc.reason) from exc
-    return json_response(ew.UserChanged(orderid, "cancel", version))
-
-
-async def _user_change(
-    request: web.Request,
-    value: Any,
-    *,
-    known_version: int | None = None,
-    idempotency_key: str | None = None,
-    requested_at_ms: int = 0,
-) -> web.Response:
-    service, orderid = _service(request), request.match_info["orderid"]
-    feature = _feature(request)
-    features = request.app[FEATURES]
-    try:
-        version = await features.user_change(
-            service,
-            orderid,
-            _user_id(request),
-            feature,
-            value,
-            known_version=known_version,
-            idempotency_key=idempotency_key,
-            requested_at_ms=requested_at_ms,
-        )
-    except UnknownOrder as exc:
-        raise NotFound(str(exc), code="order_not_found") from exc
-    except VersionConflict as exc:
-        raise Conflict(
-            str(exc), code="version_conflict", current_version=exc.current_version
-        ) from exc
-    except NotAllowed as exc:
-        raise Conflict(str(exc), code="not_allowed", reason=exc.reason) from exc
-    except InvalidChange as exc:
-        raise BadRequest(str(exc), code="invalid_change") from exc
-    return json_response(ew.UserChanged(orderid, feature, version))
 
 
 async def set_fault(request: web.Request) -> web.Response:

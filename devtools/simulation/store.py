@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import msgspec
-from redis.exceptions import ConnectionError as RedisConnectionError
 
+from devtools.simulation.part_cache_redis import PartHash, StoreRedis
 from shared.errors import OrderTagsUnavailable
 from shared.redis import list_channel, tags_channel
 from shared.upstream_wire import SourceResponse
@@ -49,9 +49,6 @@ from shared.wire import (
 FORCE_WINDOW_MS = 60_000
 # the client's deadline for a call to order_tags (services/bff/config.py: tags_deadline_s)
 CALL_DEADLINE_S = 0.05
-# a part cache command sent to a paused Redis has no answer before the client's own deadline
-# (services/bff/part_cache.py: deadline_s) cuts it
-PAUSED_ANSWER_S = 60.0
 # a published message reaches a subscriber this long after the write, plus up to the spread
 MESSAGE_DELAY_S = 0.0005
 MESSAGE_SPREAD_S = 0.001
@@ -82,14 +79,6 @@ class _Kept:
     expires_ms: int
 
 
-@dataclass
-class _PartHash:
-    """An order's part cache hash: field → value, expiring `ttl` after its last write."""
-
-    fields: dict[bytes, bytes] = field(default_factory=dict)
-    expires_ms: int = 0
-
-
 @dataclass(frozen=True)
 class KeptRecord:
     """One answer kept, as the checks read it: when, for how long, for whom, what."""
@@ -118,7 +107,7 @@ class SimTagStore:
         self._lists: dict[ListKey, str] = {}
         self._kept: dict[ListKey, _Kept] = {}
         self._forces: dict[ForcedOrder, tuple[int, int]] = {}
-        self._parts: dict[str, _PartHash] = {}
+        self._parts: dict[str, PartHash] = {}
         self._sequence = 0
         self.subscribers: list[Subscriber] = []
         # faults
@@ -349,56 +338,3 @@ class SimTagStore:
         after a flush)."""
         stored = self._orders.get(key)
         return stored.owner if stored is not None else None
-
-
-class StoreRedis:
-    """The store's Redis as the shared part cache's client uses it (services/bff/part_cache.py):
-    HGET, and PUT_SCRIPT kept as the script keeps it (an older fetch never replaces a newer
-    one, a new field past the most entries empties the hash, the hash expires its TTL after
-    its last write). Each command is a round trip: a millisecond or two, a lost connection
-    while the store is down, and no answer while it is paused (the client's deadline ends it)."""
-
-    def __init__(self, store: SimTagStore) -> None:
-        self.store = store
-
-    async def _call(self) -> None:
-        store = self.store
-        if not store.paused:
-            await asyncio.sleep(0.0005 + store.rng.random() * 0.0015)
-        if store.paused:
-            await asyncio.sleep(PAUSED_ANSWER_S)
-        if store.down or store.paused:
-            raise RedisConnectionError("simulated Redis: down")
-
-    def _hash(self, key: str) -> _PartHash | None:
-        stored = self.store._parts.get(key)
-        if stored is not None and stored.expires_ms <= self.store.now_ms():
-            del self.store._parts[key]
-            return None
-        return stored
-
-    async def hget(self, name: str, key: bytes) -> bytes | None:
-        await self._call()
-        stored = self._hash(name)
-        return stored.fields.get(key) if stored is not None else None
-
-    def register_script(self, script: str) -> Callable[..., Awaitable[int]]:
-        async def put(keys: Sequence[str], args: Sequence[bytes | int]) -> int:
-            await self._call()
-            name = keys[0]
-            field_name, value, ttl_ms, most = args
-            assert isinstance(field_name, bytes) and isinstance(value, bytes)
-            stored = self._hash(name)
-            if stored is None:
-                stored = self.store._parts[name] = _PartHash()
-            old = stored.fields.get(field_name)
-            if old is not None:
-                if int(old[:13]) > int(value[:13]):
-                    return 0
-            elif len(stored.fields) >= int(most):
-                stored.fields.clear()
-            stored.fields[field_name] = value
-            stored.expires_ms = self.store.now_ms() + int(ttl_ms)
-            return 1
-
-        return put
